@@ -1,0 +1,63 @@
+"""Routing decision cost with 64 mixed candidates (spec §15: p99 < 100 µs). Reported, never asserted.
+
+Run: .venv/bin/python benchmarks/bench_policy.py
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Sequence
+
+from pharos.policy import DEFAULT_CONFIG, POLICIES, Candidate, RouteReq
+
+CANDIDATES = 64
+ROUNDS = 20_000
+
+
+def mixed_candidates(rng: random.Random) -> list[Candidate]:
+    """Warm, cold, loading and unknown-residency targets; some estimates unknown; some busy."""
+    out: list[Candidate] = []
+    for target_id in range(CANDIDATES):
+        capacity = rng.choice((1, 2, 4, 8))
+        out.append(
+            Candidate(
+                target_id=target_id,
+                capacity=capacity,
+                free_slots=rng.randint(0, capacity),
+                queue_ahead=rng.randint(0, 3),
+                warm=rng.choice((True, False, None)),
+                kv_usage=rng.choice((None, 0.2, 0.95)),
+                matched_tokens=rng.choice((0, 0, 512, 4096)),
+                prefill_s_per_token=rng.choice((None, 0.002, 0.004)),
+                load_s=rng.choice((None, 3.0, 12.0)),
+                service_s=rng.choice((None, 2.0, 6.0)),
+                fits_if_cold=rng.choice((None, True, False)),
+                loading=rng.random() < 0.1,
+            )
+        )
+    return out
+
+
+def percentile(sorted_ns: Sequence[int], q: float) -> float:
+    return sorted_ns[min(len(sorted_ns) - 1, int(q * len(sorted_ns)))] / 1000.0
+
+
+def main() -> None:
+    rng = random.Random(7)
+    sets = [mixed_candidates(rng) for _ in range(32)]
+    for name, label in (("cost", "pick-cost-64"), ("least-load", "pick-least-load-64")):
+        pick = POLICIES[name]
+        samples: list[int] = []
+        for i in range(ROUNDS):
+            request = RouteReq(prompt_tokens=6000, seed=i)
+            candidates = sets[i % len(sets)]
+            start = time.perf_counter_ns()
+            pick(request, candidates, DEFAULT_CONFIG)
+            samples.append(time.perf_counter_ns() - start)
+        samples.sort()
+        print(f"bench {label} p50_us={percentile(samples, 0.5):.1f} p99_us={percentile(samples, 0.99):.1f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,135 @@
+"""Prefix index benchmark: lookup and record of a 50-message conversation, and RSS with 200k entries.
+
+Run: .venv/bin/python benchmarks/bench_prefix.py
+Prints `bench prefix-lookup-50 p50_us=N p99_us=N`, `bench prefix-record-50 p50_us=N p99_us=N`,
+`bench prefix-chain-50 p50_us=N p99_us=N` and `mem prefix-200k rss_mb=N` (in a fresh interpreter, 4 slots per entry, then 1).
+"""
+
+from __future__ import annotations
+
+import gc
+import resource
+import subprocess
+import sys
+import time
+import tracemalloc
+
+from pharos.clock import FakeClock
+from pharos.prefix import DEFAULT_CAP_ENTRIES, MAX_SLOTS, Chain, PrefixIndex, Source, chain_for_chat
+
+MESSAGES = 50
+ITERATIONS = 5_000
+TARGETS = 8
+
+
+def _percentiles_us(samples_ns: list[int]) -> tuple[float, float]:
+    ordered = sorted(samples_ns)
+    p50 = ordered[len(ordered) // 2]
+    p99 = ordered[min(len(ordered) - 1, (len(ordered) * 99) // 100)]
+    return p50 / 1000.0, p99 / 1000.0
+
+
+def _conversation(seed: int) -> Chain:
+    messages: list[tuple[str, object]] = [("system", "You are a helpful assistant. " * 20)]
+    for turn in range(1, MESSAGES):
+        role = "user" if turn % 2 else "assistant"
+        messages.append((role, f"conversation {seed} turn {turn}: " + "lorem ipsum " * 50))
+    return chain_for_chat("qwen2.5:7b", None, messages)
+
+
+def _rss_mb() -> float:
+    with open("/proc/self/status", encoding="ascii") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024.0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _print(name: str, samples_ns: list[int]) -> None:
+    p50, p99 = _percentiles_us(samples_ns)
+    print(f"bench {name} p50_us={p50:.1f} p99_us={p99:.1f}")
+
+
+def bench_chain() -> None:
+    messages: list[tuple[str, object]] = [("system", "You are a helpful assistant. " * 20)]
+    messages += [("user", "lorem ipsum " * 50)] * (MESSAGES - 1)
+    samples = []
+    for _ in range(ITERATIONS // 5):
+        start = time.perf_counter_ns()
+        chain_for_chat("qwen2.5:7b", None, messages)
+        samples.append(time.perf_counter_ns() - start)
+    _print(f"prefix-chain-{MESSAGES}", samples)
+
+
+def bench_lookup_and_record() -> None:
+    clock = FakeClock()
+    index = PrefixIndex(clock=clock)
+    chains = [_conversation(seed) for seed in range(200)]
+    for n, chain in enumerate(chains):  # every link held by 2-4 targets
+        for k in range(2 + n % 3):
+            index.record(chain, (n + k) % TARGETS, 1, clock.now() + k)
+
+    def generation_of(target_id: int) -> int | None:
+        return 1
+
+    lookups = []
+    records = []
+    for i in range(ITERATIONS):
+        chain = chains[i % len(chains)]
+        start = time.perf_counter_ns()
+        index.lookup(chain, generation_of)
+        lookups.append(time.perf_counter_ns() - start)
+        clock.advance(0.01)
+        start = time.perf_counter_ns()
+        index.record(chain, i % TARGETS, 1, clock.now(), Source.LOCAL)
+        records.append(time.perf_counter_ns() - start)
+    _print(f"prefix-lookup-{MESSAGES}", lookups)
+    _print(f"prefix-record-{MESSAGES}", records)
+
+
+def _fill(index: PrefixIndex, slots_per_entry: int) -> None:
+    for n in range(index.cap_entries):
+        chain = Chain(((n * 0x9E3779B97F4A7C15) & 0xFFFF_FFFF_FFFF_FFFF,), (1000,))
+        for target_id in range(slots_per_entry):
+            index.record(chain, target_id, 7, float(n), Source.PEER)
+
+
+def measure_memory(slots_per_entry: int) -> None:
+    """Runs in a fresh interpreter: RSS of the whole process with the index full."""
+    index = PrefixIndex(DEFAULT_CAP_ENTRIES)
+    _fill(index, slots_per_entry)
+    gc.collect()
+    assert len(index) == DEFAULT_CAP_ENTRIES
+    rss_full_mb = _rss_mb()
+    start = time.perf_counter_ns()
+    exported = index.export(lambda target_id: f"http://backend-{target_id}:8000 model")
+    export_ms = (time.perf_counter_ns() - start) / 1e6
+    del exported
+    tracemalloc.start()
+    traced = PrefixIndex(DEFAULT_CAP_ENTRIES)
+    _fill(traced, slots_per_entry)
+    index_mb = tracemalloc.get_traced_memory()[0] / (1024 * 1024)
+    tracemalloc.stop()
+    print(
+        f"mem prefix-200k rss_mb={rss_full_mb:.1f} "
+        f"(slots_per_entry={slots_per_entry} index_only_mb={index_mb:.1f} export_ms={export_ms:.0f})"
+    )
+
+
+def bench_memory() -> None:
+    for slots_per_entry in (MAX_SLOTS, 1):
+        subprocess.run([sys.executable, __file__, "--memory", str(slots_per_entry)], check=True)
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--memory":
+        measure_memory(int(sys.argv[2]))
+        return
+    gc.freeze()
+    bench_chain()
+    bench_lookup_and_record()
+    bench_memory()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+"""Zero-config: find engines on this host's default ports (spec-free convenience for `serve`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+
+import aiohttp
+
+from pharos.engine import DetectionFailed, Kind, detect
+from pharos.state import BackendSpec
+
+DEFAULT_PORTS: tuple[tuple[int, str], ...] = (
+    (11434, "Ollama"),
+    (8080, "llama.cpp"),
+    (8000, "vLLM"),
+    (30000, "SGLang"),
+)
+
+
+async def _probe(session: aiohttp.ClientSession, url: str, timeout_s: float) -> Kind | None:
+    try:
+        return await detect(session, url, timeout_s=timeout_s)
+    except DetectionFailed:
+        return None
+
+
+async def discover_local(
+    session: aiohttp.ClientSession,
+    *,
+    host: str = "127.0.0.1",
+    ports: Sequence[int] = tuple(port for port, _ in DEFAULT_PORTS),
+    timeout_s: float = 1.5,
+) -> list[BackendSpec]:
+    """A backend for every default port where an engine answers, with the kind it showed.
+
+    A port where nothing answers, or whose engine cannot be told apart yet (a
+    llama.cpp still loading its model answers 503 everywhere), is left out.
+    """
+    urls = [f"http://{host}:{port}" for port in ports]
+    kinds = await asyncio.gather(*(_probe(session, url, timeout_s) for url in urls))
+    found: list[BackendSpec] = []
+    for url, kind in zip(urls, kinds, strict=True):
+        if kind is not None:
+            found.append(BackendSpec(url=url, kind=kind))
+    return found

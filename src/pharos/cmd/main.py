@@ -1,0 +1,167 @@
+"""The `pharos` command line: serve, demo, doctor, keys new."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from importlib.metadata import PackageNotFoundError, version
+
+from pharos.cmd import demo, doctor, keys, serve
+
+_FORMATTER = argparse.RawDescriptionHelpFormatter
+
+MAIN_DESCRIPTION = """\
+Pharos routes LLM requests across your own inference engines (Ollama, llama.cpp,
+vLLM, SGLang, llama-swap, any OpenAI-compatible server). Each request goes where
+its estimated time to first token is lowest, read from the engines' live signals.
+"""
+
+MAIN_EPILOG = """\
+examples:
+  pharos serve --config pharos.yaml        run the router
+  pharos demo                              try it with fake engines, no GPU needed
+  pharos doctor --url http://gpu-box:11434 see what Pharos reads from one engine
+  pharos doctor --config pharos.yaml       ... from every configured backend
+  pharos keys new --name alice             make a client key and its config entry
+
+Run `pharos COMMAND --help` for the options of each command.
+"""
+
+SERVE_DESCRIPTION = """\
+Run the router: an OpenAI- and Ollama-compatible API in front of the backends in
+the config file. The file is re-read when it changes; keys and backends apply live.
+"""
+SERVE_EPILOG = """\
+examples:
+  pharos serve                          read ./pharos.yaml
+  pharos serve --config /etc/pharos/pharos.yaml
+"""
+
+DEMO_DESCRIPTION = """\
+Start Pharos in front of in-process fake engines (a fake Ollama, llama.cpp and
+vLLM), so you can send requests and watch routing without a GPU or a model.
+"""
+DEMO_EPILOG = """\
+examples:
+  pharos demo
+  pharos demo --listen 127.0.0.1:9000
+"""
+
+DOCTOR_DESCRIPTION = """\
+Show what Pharos reads from a backend: the engine kind and version, the probes it
+uses with their values and sources (an HTTP path, the log, or an own probe from
+config), the probes it dropped and why, and the signals nobody reports. It also
+points out what tends to surprise a new user: a configured capacity the engine
+overrides, aliases the engine does not list, Ollama :cloud models (their prompts
+leave your network), and which coding-agent routes (/v1/messages for Claude Code,
+/v1/responses for Codex) the backend answers.
+Exit status: 0 when every backend answered, 1 when one answered nothing or its
+kind could not be detected, 2 for bad arguments or a bad config file.
+"""
+DOCTOR_EPILOG = """\
+examples:
+  pharos doctor --url http://127.0.0.1:11434
+  pharos doctor --url http://gpu-box:8000 --kind vllm --json
+  pharos doctor --url http://127.0.0.1:11434 --log-feed file:///var/log/ollama.log
+  pharos doctor --config pharos.yaml
+  pharos doctor --url http://127.0.0.1:8080 --record captures/llamacpp/idle
+  pharos doctor --url http://127.0.0.1:11434 --log-feed file:///tmp/ollama.log \\
+      --record captures/ollama/idle --logs
+"""
+
+KEYS_DESCRIPTION = "Manage client keys. Keys live in the config file as SHA-256 hashes only."
+KEYS_NEW_DESCRIPTION = """\
+Make a new client key. The key is printed once, with the YAML entry (its SHA-256)
+to add under `keys:` in the config file. Pharos never stores the key itself: keep
+it somewhere safe and give it to the client.
+"""
+KEYS_NEW_EPILOG = """\
+examples:
+  pharos keys new --name alice
+"""
+
+
+def _package_version() -> str:
+    try:
+        return version("pharos")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="pharos", description=MAIN_DESCRIPTION, epilog=MAIN_EPILOG, formatter_class=_FORMATTER
+    )
+    parser.add_argument("--version", action="version", version=f"pharos {_package_version()}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve_parser = commands.add_parser(
+        "serve",
+        help="run the router",
+        description=SERVE_DESCRIPTION,
+        epilog=SERVE_EPILOG,
+        formatter_class=_FORMATTER,
+    )
+    serve.add_serve_arguments(serve_parser)
+    serve_parser.set_defaults(run=lambda args: serve.run_serve(args))
+
+    demo_parser = commands.add_parser(
+        "demo",
+        help="try Pharos with fake engines (no GPU needed)",
+        description=DEMO_DESCRIPTION,
+        epilog=DEMO_EPILOG,
+        formatter_class=_FORMATTER,
+    )
+    demo.add_demo_arguments(demo_parser)
+    demo_parser.set_defaults(run=lambda args: demo.run_demo(args))
+
+    doctor_parser = commands.add_parser(
+        "doctor",
+        help="show what Pharos reads from a backend, and why",
+        description=DOCTOR_DESCRIPTION,
+        epilog=DOCTOR_EPILOG,
+        formatter_class=_FORMATTER,
+    )
+    doctor.add_doctor_arguments(doctor_parser)
+    doctor_parser.set_defaults(run=lambda args: doctor.run_doctor(args, sys.stdout, sys.stderr))
+
+    keys_parser = commands.add_parser(
+        "keys", help="make client keys", description=KEYS_DESCRIPTION, formatter_class=_FORMATTER
+    )
+    key_commands = keys_parser.add_subparsers(dest="keys_command", metavar="COMMAND")
+    keys_new = key_commands.add_parser(
+        "new",
+        help="make a new client key and its config entry",
+        description=KEYS_NEW_DESCRIPTION,
+        epilog=KEYS_NEW_EPILOG,
+        formatter_class=_FORMATTER,
+    )
+    keys_new.add_argument(
+        "--name", required=True, help="who the key is for; usage is recorded by it"
+    )
+    keys_new.set_defaults(run=lambda args: keys.run_keys_new(args, sys.stdout, sys.stderr))
+    keys_parser.set_defaults(run=lambda args: _usage_error(keys_parser))
+    return parser
+
+
+def _usage_error(parser: argparse.ArgumentParser) -> int:
+    parser.print_help(sys.stderr)
+    return 2
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    run = getattr(args, "run", None)
+    if run is None:
+        return _usage_error(parser)
+    try:
+        status: int = run(args)
+    except KeyboardInterrupt:
+        return 130
+    return status
+
+
+if __name__ == "__main__":
+    sys.exit(main())

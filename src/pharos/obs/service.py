@@ -1,0 +1,110 @@
+"""Wires metrics, the status page, /usage and the per-request debug line into the app."""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+
+from aiohttp import web
+
+from pharos.clock import Clock
+from pharos.obs.metrics import Metrics
+from pharos.obs.status import RecentRequests, build_page, render_page
+from pharos.obs.usage_api import usage_response
+from pharos.proxy.app import Proxy
+from pharos.proxy.auth import KeyEntry
+from pharos.proxy.done import RequestDone
+from pharos.proxy.errors import ClientError, error_response
+from pharos.sched import Scheduler
+from pharos.state import State
+from pharos.usage import UsageBook
+
+log = logging.getLogger("pharos.request")
+background_log = logging.getLogger("pharos.decision")
+
+FORBIDDEN = ClientError(
+    403, "This key may not read /status or /usage; an admin key is needed.",
+    "permission_error", "insufficient_permissions",
+)
+
+
+def request_line(done: RequestDone) -> str:
+    """One key=value line per request (spec §13); never prompt text."""
+    decisions = ",".join(f"{stage}={outcome}" for stage, outcome in done.decisions)
+
+    def seconds(value: float | None) -> str:
+        return "-" if value is None else f"{value:.4f}"
+
+    return (
+        f"request id={done.request_id or '-'} key={done.key} model={done.model or '-'} "
+        f"route={done.route} target={done.target_key or '-'} status={done.status} "
+        f"reason={done.reason!r} decisions={decisions} ttft={seconds(done.ttft_s)} "
+        f"overhead={seconds(done.overhead_s)} queue_wait={seconds(done.queue_wait_s)} "
+        f"duration={seconds(done.duration_s)}"
+    )
+
+
+class Observability:
+    def __init__(
+        self, *, state: State, sched: Scheduler, usage: UsageBook | None, clock: Clock,
+        policy: str, proxy_ref: Callable[[], Proxy],
+    ) -> None:
+        self._state = state
+        self._sched = sched
+        self._usage = usage
+        self._clock = clock
+        self._policy = policy
+        self._proxy = proxy_ref
+        self.metrics = Metrics(state, sched, clock.now)
+        self.recent = RecentRequests()
+
+    def on_done(self, done: RequestDone) -> None:
+        self.metrics.on_done(done)
+        self.recent.add(done)
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug(request_line(done))
+
+    def on_decision(self, backend: str, stage: str, outcome: str) -> None:
+        self.metrics.on_decision(backend, stage, outcome)
+        if background_log.isEnabledFor(logging.DEBUG):
+            background_log.debug("decision backend=%s %s=%s", backend, stage, outcome)
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/status", self._status)
+        app.router.add_get("/usage", self._usage_route)
+
+    def _admin(self, request: web.Request) -> KeyEntry:
+        key = self._proxy().authenticate(request)
+        if not key.admin:
+            raise FORBIDDEN
+        return key
+
+    async def _metrics(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(body=self.metrics.exposition(),
+                            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+
+    async def _status(self, request: web.Request) -> web.StreamResponse:
+        try:
+            self._admin(request)
+        except ClientError as err:
+            return error_response(err)
+        proxy = self._proxy()
+        page = build_page(
+            state=self._state, sched=self._sched, usage=self._usage, recent=self.recent,
+            clock=self._clock, policy=self._policy, ready=proxy.flags.ready(),
+            draining=proxy.flags.draining,
+        )
+        return web.Response(text=render_page(page), content_type="text/html")
+
+    async def _usage_route(self, request: web.Request) -> web.StreamResponse:
+        try:
+            self._admin(request)
+            if self._usage is None:
+                raise ClientError(404, "usage is not recorded", "invalid_request_error",
+                                  "not_found")
+            today = dt.datetime.fromtimestamp(self._clock.time(), self._usage.zone).date()
+            return usage_response(self._usage, dict(request.query), today)
+        except ClientError as err:
+            return error_response(err)

@@ -1,0 +1,87 @@
+"""Why a target won, as a fixed label and as a sentence for people (spec §7, §13)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from pharos.policy.types import Candidate, Score, Terms, Why
+
+
+def why_against_least_loaded(chosen_terms: Terms, least_terms: Terms) -> Why:
+    """`cache` if the chosen target's cached prefix saved more than its loaded model did against
+    the least utilized target, `warm` if the loaded model saved more, else `least_loaded`."""
+    chosen, least_loaded = Score._make(chosen_terms), Score._make(least_terms)
+    if chosen.target_id == least_loaded.target_id:
+        return "least_loaded"
+    cache_saved_s = (least_loaded.prefill_s + least_loaded.kv_penalty_s) - (
+        chosen.prefill_s + chosen.kv_penalty_s
+    )
+    warm_saved_s = least_loaded.load_s - chosen.load_s
+    if cache_saved_s <= 0 and warm_saved_s <= 0:
+        return "least_loaded"
+    return "cache" if cache_saved_s >= warm_saved_s else "warm"
+
+
+def format_s(seconds: float) -> str:
+    if math.isinf(seconds):
+        return "inf"
+    if seconds >= 0.1:
+        return f"{seconds:.1f}s"
+    return f"{seconds * 1000:.0f}ms"
+
+
+def format_tokens(tokens: int) -> str:
+    if tokens >= 1000:
+        return f"{tokens / 1000:.1f}k"
+    return str(tokens)
+
+
+def residency_word(candidate: Candidate) -> str:
+    if candidate.warm is None:
+        return "residency unknown"
+    if candidate.warm:
+        return "warm"
+    return "loading" if candidate.loading else "cold"
+
+
+def _runner_up_tag(chosen: Score, other: Score) -> str:
+    gaps = (
+        (other.load_s - chosen.load_s, "cold"),
+        (other.wait_s - chosen.wait_s, "busy"),
+        (
+            other.prefill_s + other.kv_penalty_s - chosen.prefill_s - chosen.kv_penalty_s,
+            "less cached",
+        ),
+    )
+    gap, tag = max(gaps, key=lambda g: g[0])
+    return tag if gap > 0 else "tie"
+
+
+def describe(
+    candidate: Candidate,
+    terms: Sequence[Terms],
+    best: int,
+    runner_up_idx: int,
+    infeasible: int,
+    enqueue: bool,
+) -> str:
+    """E.g. `warm, 1.2k cached tok, est 0.4s vs 3.1s (cold)`. runner_up_idx -1: none."""
+    chosen = Score._make(terms[best])
+    parts = [residency_word(candidate)]
+    if candidate.matched_tokens > 0:
+        parts.append(f"{format_tokens(candidate.matched_tokens)} cached tok")
+    if chosen.wait_s > 0:
+        parts.append(f"wait {format_s(chosen.wait_s)}")
+    runner_up = Score._make(terms[runner_up_idx]) if runner_up_idx >= 0 else None
+    estimate = f"est {format_s(chosen.est_ttft_s)}"
+    if runner_up is not None:
+        estimate += f" vs {format_s(runner_up.est_ttft_s)} ({_runner_up_tag(chosen, runner_up)})"
+    parts.append(estimate)
+    if infeasible:
+        parts.append(
+            f"{infeasible} cold load{'s' if infeasible > 1 else ''} would evict busy models"
+        )
+    if enqueue:
+        parts.append("queued: no free slot")
+    return ", ".join(parts)

@@ -1,0 +1,33 @@
+"""Small helpers shared by the policies."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from pharos.policy.types import Terms
+
+_UTIL = 7
+
+
+def median_or(known: Sequence[float], default: float) -> float:
+    """The median of the known values; `default` when there are none."""
+    n = len(known)
+    if n == 0:
+        return default
+    ordered = sorted(known)
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
+
+
+def break_tie(indices: Sequence[int], terms: Sequence[Terms], seed: int) -> int:
+    """Among tied indices: lowest utilization, then one chosen by the seed.
+
+    The seed picks among the tied targets sorted by id, so the choice does not
+    depend on the order the candidates arrived in.
+    """
+    least = min(terms[i][_UTIL] for i in indices)
+    lowest = [i for i in indices if terms[i][_UTIL] == least]
+    if len(lowest) == 1:
+        return lowest[0]
+    lowest.sort(key=lambda i: terms[i][0])
+    return lowest[seed % len(lowest)]

@@ -1,0 +1,35 @@
+"""Prefix index: chained message hashes and a bounded LRU of which targets hold them (spec §6)."""
+
+from pharos.prefix.chain import (
+    EMPTY_CHAIN,
+    PROMPT_BLOCK_BYTES,
+    Chain,
+    chain_for_chat,
+    chain_for_prompt,
+)
+from pharos.prefix.index import (
+    DEFAULT_CAP_ENTRIES,
+    MAX_SLOTS,
+    Match,
+    PrefixIndex,
+    Slot,
+    Source,
+)
+from pharos.prefix.wire import ExportedSlot, PrefixEntry, PrefixOp
+
+__all__ = [
+    "DEFAULT_CAP_ENTRIES",
+    "EMPTY_CHAIN",
+    "MAX_SLOTS",
+    "PROMPT_BLOCK_BYTES",
+    "Chain",
+    "ExportedSlot",
+    "Match",
+    "PrefixEntry",
+    "PrefixIndex",
+    "PrefixOp",
+    "Slot",
+    "Source",
+    "chain_for_chat",
+    "chain_for_prompt",
+]

@@ -1,0 +1,166 @@
+"""Chained prefix hashes of a request (spec §6).
+
+h0 = sha256(seed, kind, model, tools) has no link of its own; link i is
+sha256(h(i-1), role_i, content_i) with every field length-prefixed. Links keep
+the full 32-byte digest internally and expose the first 8 bytes as a
+big-endian 64-bit int. The seed is a constant, so hashes agree across
+processes, instances and restarts.
+
+String content is hashed as its decoded text (UTF-8 bytes of the str), so a
+client escaping non-ASCII as \\uXXXX and one sending raw UTF-8 get the same
+chain. Content that is not a string (a list of parts) is hashed as the raw JSON
+bytes the client sent.
+
+`cum_bytes` counts only text the engine caches for certain: decoded string
+content, and the `text` of text parts in a list content. Roles, template
+tokens, tools and images are left out on purpose: the router judges a
+prediction wrong when the engine cached less than half of it, so the estimate
+must err low. A base64 image counted as bytes would predict ~250k tokens per MB
+and get every correct hit pruned.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import msgspec
+
+PROMPT_BLOCK_BYTES = 1024
+
+_SEED = b"pharos prefix chain v1"
+_KIND_CHAT = b"chat"
+_KIND_PROMPT = b"prompt"
+_TAG_TEXT = b"s"
+_TAG_RAW_JSON = b"j"
+_NO_TOOLS = frozenset({b"", b"null", b"[]"})
+_JSON_WHITESPACE = b" \t\r\n"
+
+
+@dataclass(frozen=True, slots=True)
+class Chain:
+    hashes: tuple[int, ...]  # h1..hn, 64-bit; h0 has no link of its own
+    cum_bytes: tuple[int, ...]  # text bytes covered up to and including link i
+
+
+EMPTY_CHAIN = Chain((), ())
+
+
+class _Part(msgspec.Struct):
+    text: str | None = None
+
+
+_parts_decoder = msgspec.json.Decoder(list[_Part])
+_str_decoder = msgspec.json.Decoder(str)
+
+
+def _field(data: bytes) -> bytes:
+    return len(data).to_bytes(8, "big") + data
+
+
+def _utf8(text: str) -> bytes:
+    # surrogatepass: a lone \ud800 escape must hash, not crash the request.
+    return text.encode("utf-8", "surrogatepass")
+
+
+def _root(kind: bytes, model: str, tools: bytes | None) -> bytes:
+    if tools is not None and tools.strip(_JSON_WHITESPACE) in _NO_TOOLS:
+        tools = None
+    tools_field = b"\x00" if tools is None else b"\x01" + _field(tools)
+    return hashlib.sha256(
+        _field(_SEED) + _field(kind) + _field(_utf8(model)) + tools_field
+    ).digest()
+
+
+def _link(previous: bytes, role: bytes, tag: bytes, content: bytes) -> bytes:
+    digest = hashlib.sha256(previous + _field(role) + tag)
+    digest.update(_field(content))
+    return digest.digest()
+
+
+def _to_int(digest: bytes) -> int:
+    return int.from_bytes(digest[:8], "big")
+
+
+def _decode_json_string(raw: bytes) -> str | None:
+    try:
+        return _str_decoder.decode(raw)
+    except msgspec.DecodeError:
+        pass
+    try:  # msgspec refuses lone surrogates; the stdlib keeps them
+        value = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, str) else None
+
+
+def _text_bytes_of_parts(raw: bytes) -> int:
+    try:
+        parts = _parts_decoder.decode(raw)
+    except msgspec.DecodeError:
+        return 0
+    return sum(len(_utf8(part.text)) for part in parts if part.text is not None)
+
+
+def _content(content: object) -> tuple[bytes, bytes, int]:
+    """(tag, hashed bytes, text bytes) of one message content."""
+    if isinstance(content, str):
+        text = _utf8(content)
+        return _TAG_TEXT, text, len(text)
+    if content is None:
+        return _TAG_TEXT, b"", 0
+    if isinstance(content, msgspec.Raw | bytes | bytearray | memoryview):
+        raw = bytes(content)
+    else:  # an already decoded list or object: re-encode deterministically
+        raw = msgspec.json.encode(content)
+    stripped = raw.strip(_JSON_WHITESPACE)
+    if stripped[:1] == b'"':
+        decoded = _decode_json_string(stripped)
+        if decoded is not None:
+            text = _utf8(decoded)
+            return _TAG_TEXT, text, len(text)
+    elif stripped == b"null":
+        return _TAG_TEXT, b"", 0
+    return _TAG_RAW_JSON, raw, _text_bytes_of_parts(raw)
+
+
+def chain_for_chat(
+    model: str, tools: bytes | msgspec.Raw | None, messages: Sequence[tuple[str, object]]
+) -> Chain:
+    """Chain of a chat request: one link per message.
+
+    content: a decoded str, None, or the raw JSON of the field (msgspec.Raw or
+    bytes; a raw JSON string is decoded first, so escaping never matters).
+    tools: the raw JSON of the `tools` field; None, `null` and `[]` mean no tools.
+    """
+    if not messages:
+        return EMPTY_CHAIN
+    previous = _root(_KIND_CHAT, model, None if tools is None else bytes(tools))
+    hashes: list[int] = []
+    cum_bytes: list[int] = []
+    covered = 0
+    for role, content in messages:
+        tag, data, text_bytes = _content(content)
+        previous = _link(previous, _utf8(role), tag, data)
+        covered += text_bytes
+        hashes.append(_to_int(previous))
+        cum_bytes.append(covered)
+    return Chain(tuple(hashes), tuple(cum_bytes))
+
+
+def chain_for_prompt(model: str, prompt: str) -> Chain:
+    """Chain of a raw prompt (/v1/completions, Ollama /api/generate): 1 KiB blocks of UTF-8."""
+    data = _utf8(prompt)
+    if not data:
+        return EMPTY_CHAIN
+    previous = _root(_KIND_PROMPT, model, None)
+    hashes: list[int] = []
+    cum_bytes: list[int] = []
+    for start in range(0, len(data), PROMPT_BLOCK_BYTES):
+        block = data[start : start + PROMPT_BLOCK_BYTES]
+        previous = _link(previous, b"", _TAG_TEXT, block)
+        hashes.append(_to_int(previous))
+        cum_bytes.append(start + len(block))
+    return Chain(tuple(hashes), tuple(cum_bytes))

@@ -1,0 +1,337 @@
+"""Bounded LRU index: prefix hash -> up to 4 targets that recently served it (spec §6).
+
+Memory: one OrderedDict[int, bytes]; a value packs its slots as 17-byte records
+(last_used_s float64, target_id uint32, generation uint32, source uint8), about
+200 B per one-slot entry all-in, so 200k entries stay well under the 120 MB RSS
+budget. No prompt text is stored, only 64-bit hashes.
+
+Times inside the index are the caller's monotonic seconds. Peers and snapshots
+carry wall-clock seconds; merge/restore/export convert with the injected clock.
+
+Slot rules, chosen so applying the same records in any order and any number of
+times gives the same memberships:
+- same target again: last_used_s = the later of the two; source = the source of
+  the later record (on a tie the first arrival keeps it); generation = the new
+  record's, which is always the target's current one.
+- a new target in a full entry replaces the least recently used slot only if it
+  is more recent than that slot; on a tie the first arrival keeps it.
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+import struct
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+from pharos.clock import Clock, SystemClock
+from pharos.prefix.chain import Chain
+from pharos.prefix.wire import ExportedSlot, PrefixEntry, PrefixOp
+
+MAX_SLOTS = 4
+DEFAULT_CAP_ENTRIES = 200_000
+
+_SLOT = struct.Struct("<dIIB")
+_SLOT_BYTES = _SLOT.size
+_U32 = 0xFFFF_FFFF
+
+
+class Source(enum.Enum):
+    """How a slot's newest record arrived; only used to measure prediction accuracy per source."""
+
+    LOCAL = "local"
+    PEER = "peer"
+    RESTORED = "restored"
+
+
+_SOURCES: tuple[Source, ...] = (Source.LOCAL, Source.PEER, Source.RESTORED)
+_SOURCE_CODE = {source: code for code, source in enumerate(_SOURCES)}
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    matched_bytes: int
+    source: Source
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    target_id: int
+    generation: int  # low 32 bits of the target's generation
+    last_used_s: float
+    source: Source
+
+
+def _with_slot(
+    packed: bytes, target_id: int, generation: int, last_used_s: float, source: int
+) -> bytes:
+    """The entry `packed` after one record; returns `packed` itself when nothing changed."""
+    size = _SLOT_BYTES
+    count = 0
+    for old_used_s, old_target, old_generation, old_source in _SLOT.iter_unpack(packed):
+        if old_target == target_id:
+            if last_used_s <= old_used_s:
+                if old_generation == generation:
+                    return packed
+                last_used_s, source = old_used_s, old_source
+            at = count * size
+            new_slot = _SLOT.pack(last_used_s, target_id, generation, source)
+            return packed[:at] + new_slot + packed[at + size :]
+        count += 1
+    if count < MAX_SLOTS:
+        return packed + _SLOT.pack(last_used_s, target_id, generation, source)
+    victim = 0
+    victim_used_s = _SLOT.unpack_from(packed, 0)[0]
+    for i in range(1, count):
+        used_s = _SLOT.unpack_from(packed, i * size)[0]
+        if used_s <= victim_used_s:  # `<=`: among ties the latest arrival goes
+            victim, victim_used_s = i, used_s
+    if last_used_s <= victim_used_s:
+        return packed
+    at = victim * size
+    return (
+        packed[:at] + packed[at + size :] + _SLOT.pack(last_used_s, target_id, generation, source)
+    )
+
+
+class PrefixIndex:
+    """Owns the LRU of prefix hashes. Every method is synchronous and O(chain length)."""
+
+    def __init__(self, cap_entries: int = DEFAULT_CAP_ENTRIES, *, clock: Clock | None = None):
+        if cap_entries < 1:
+            raise ValueError(f"prefix index cap_entries must be at least 1, got {cap_entries}")
+        self._cap_entries = cap_entries
+        self._clock: Clock = SystemClock() if clock is None else clock
+        self._entries: OrderedDict[int, bytes] = OrderedDict()
+
+    @property
+    def cap_entries(self) -> int:
+        return self._cap_entries
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, hash_: object) -> bool:
+        return hash_ in self._entries
+
+    def __iter__(self) -> Iterator[int]:
+        """Hashes, least recently used first."""
+        return iter(list(self._entries))
+
+    def slots(self, hash_: int) -> tuple[Slot, ...]:
+        packed = self._entries.get(hash_)
+        if packed is None:
+            return ()
+        return tuple(
+            Slot(target_id, generation, used_s, _SOURCES[source])
+            for used_s, target_id, generation, source in _SLOT.iter_unpack(packed)
+        )
+
+    def lookup(self, chain: Chain, generation_of: Callable[[int], int | None]) -> dict[int, Match]:
+        """Per target, the longest prefix of `chain` it holds under its current generation."""
+        found: dict[int, Match] = {}
+        current: dict[int, int | None] = {}
+        entries = self._entries
+        hashes = chain.hashes
+        for i in range(len(hashes) - 1, -1, -1):
+            packed = entries.get(hashes[i])
+            if packed is None:
+                continue
+            for _used_s, target_id, generation, source in _SLOT.iter_unpack(packed):
+                if target_id in found:
+                    continue
+                if target_id in current:
+                    live = current[target_id]
+                else:
+                    live = generation_of(target_id)
+                    if live is not None:
+                        live &= _U32
+                    current[target_id] = live
+                if live is None or live != generation:
+                    continue
+                found[target_id] = Match(chain.cum_bytes[i], _SOURCES[source])
+        return found
+
+    def record(
+        self,
+        chain: Chain,
+        target_id: int,
+        generation: int,
+        now_s: float,
+        source: Source = Source.LOCAL,
+    ) -> None:
+        """Add the target to every link of the chain (call on success only, spec §6 Record)."""
+        if not 0 <= target_id <= _U32:
+            raise ValueError(f"target_id must fit in 32 bits, got {target_id}")
+        self._record(chain.hashes, target_id, generation & _U32, now_s, _SOURCE_CODE[source])
+
+    def correct(self, chain: Chain, target_id: int) -> None:
+        """Forget the target on every link of the chain (the engine cached far less)."""
+        self._remove(chain.hashes, target_id)
+
+    def merge(
+        self,
+        ops: Iterable[PrefixOp],
+        target_id_of: Callable[[str], int | None],
+        generation_of: Callable[[int], int | None],
+    ) -> None:
+        """Apply peer ops as local records (source PEER) or removals; unknown targets are dropped.
+
+        Records are stamped with this instance's current generation of the target.
+        """
+        now_s = self._clock.now()
+        wall_to_local_s = now_s - self._clock.time()
+        peer = _SOURCE_CODE[Source.PEER]
+        for op in ops:
+            target_id = self._known(target_id_of(op.target_key))
+            if target_id is None:
+                continue
+            if op.remove:
+                self._remove(op.hashes, target_id)
+                continue
+            generation = generation_of(target_id)
+            if generation is None:
+                continue
+            used_s = _local_time(op.last_used_s, wall_to_local_s, now_s)
+            self._record(op.hashes, target_id, generation & _U32, used_s, peer)
+
+    def export(
+        self,
+        target_key_of: Callable[[int], str | None],
+        generation_of: Callable[[int], int | None] | None = None,
+    ) -> list[PrefixEntry]:
+        """Live entries, most recently used first, for snapshots and the state file.
+
+        A slot whose target has no key is left out; with `generation_of`, so is a
+        stale one (a receiver would otherwise stamp it fresh). A full index takes
+        hundreds of ms: on the event loop, use `export_batches` and yield between batches.
+        """
+        return [
+            entry for batch in self.export_batches(target_key_of, generation_of) for entry in batch
+        ]
+
+    def export_batches(
+        self,
+        target_key_of: Callable[[int], str | None],
+        generation_of: Callable[[int], int | None] | None = None,
+        batch_entries: int = 500,
+    ) -> Iterator[list[PrefixEntry]]:
+        """`export` in batches; it works on a copy taken at the first batch, so the
+        caller may await between batches while the index keeps changing."""
+        local_to_wall_s = self._clock.time() - self._clock.now()
+        items = list(reversed(self._entries.items()))
+        key_of_slot: dict[int, str | None] = {}  # (target_id << 32 | generation) -> key
+        for start in range(0, len(items), batch_entries):
+            batch: list[PrefixEntry] = []
+            for hash_, packed in items[start : start + batch_entries]:
+                slots: list[ExportedSlot] = []
+                for used_s, target_id, generation, _source in _SLOT.iter_unpack(packed):
+                    slot_key = (target_id << 32) | generation
+                    if slot_key in key_of_slot:
+                        key = key_of_slot[slot_key]
+                    else:
+                        key = _exported_key(target_id, generation, target_key_of, generation_of)
+                        key_of_slot[slot_key] = key
+                    if key is not None:
+                        slots.append(ExportedSlot(key, used_s + local_to_wall_s))
+                if slots:
+                    batch.append(PrefixEntry(hash_, slots))
+            yield batch
+
+    def restore(
+        self,
+        entries: Sequence[PrefixEntry],
+        target_id_of: Callable[[str], int | None],
+        generation_of: Callable[[int], int | None],
+    ) -> None:
+        """Merge a snapshot (most recent first) as records with source RESTORED.
+
+        Applied oldest first, so the snapshot's most recent entries end up most
+        recent here too, and a cap smaller than the snapshot keeps those. A full
+        snapshot takes hundreds of ms: on the event loop, pass consecutive slices of
+        the snapshot, the last (oldest) slice first, and yield between them.
+        """
+        now_s = self._clock.now()
+        wall_to_local_s = now_s - self._clock.time()
+        restored = _SOURCE_CODE[Source.RESTORED]
+        targets: dict[str, tuple[int, int] | None] = {}  # key -> (target_id, generation)
+        for entry in reversed(entries):
+            for slot in entry.slots:
+                if slot.target_key in targets:
+                    target = targets[slot.target_key]
+                else:
+                    target = self._target(slot.target_key, target_id_of, generation_of)
+                    targets[slot.target_key] = target
+                if target is None:
+                    continue
+                used_s = _local_time(slot.last_used_s, wall_to_local_s, now_s)
+                self._record((entry.hash,), target[0], target[1], used_s, restored)
+
+    def _target(
+        self,
+        key: str,
+        target_id_of: Callable[[str], int | None],
+        generation_of: Callable[[int], int | None],
+    ) -> tuple[int, int] | None:
+        target_id = self._known(target_id_of(key))
+        if target_id is None:
+            return None
+        generation = generation_of(target_id)
+        return None if generation is None else (target_id, generation & _U32)
+
+    @staticmethod
+    def _known(target_id: int | None) -> int | None:
+        if target_id is None or not 0 <= target_id <= _U32:
+            return None
+        return target_id
+
+    def _record(
+        self, hashes: Iterable[int], target_id: int, generation: int, used_s: float, source: int
+    ) -> None:
+        entries = self._entries
+        cap = self._cap_entries
+        for hash_ in hashes:
+            packed = entries.get(hash_)
+            if packed is None:
+                if len(entries) >= cap:
+                    entries.popitem(last=False)
+                entries[hash_] = _SLOT.pack(used_s, target_id, generation, source)
+                continue
+            updated = _with_slot(packed, target_id, generation, used_s, source)
+            if updated is not packed:
+                entries[hash_] = updated
+            entries.move_to_end(hash_)
+
+    def _remove(self, hashes: Iterable[int], target_id: int) -> None:
+        entries = self._entries
+        for hash_ in hashes:
+            packed = entries.get(hash_)
+            if packed is None:
+                continue
+            kept = [slot for slot in _SLOT.iter_unpack(packed) if slot[1] != target_id]
+            if not kept:
+                del entries[hash_]
+            elif len(kept) * _SLOT.size != len(packed):
+                entries[hash_] = b"".join(_SLOT.pack(*slot) for slot in kept)
+
+
+def _exported_key(
+    target_id: int,
+    generation: int,
+    target_key_of: Callable[[int], str | None],
+    generation_of: Callable[[int], int | None] | None,
+) -> str | None:
+    if generation_of is not None:
+        current = generation_of(target_id)
+        if current is None or current & _U32 != generation:
+            return None
+    return target_key_of(target_id)
+
+
+def _local_time(wall_s: float, wall_to_local_s: float, now_s: float) -> float:
+    """A peer's wall-clock time on this process's monotonic clock, never in the future."""
+    if not math.isfinite(wall_s):
+        return now_s
+    return min(wall_s + wall_to_local_s, now_s)

@@ -1,0 +1,278 @@
+"""The public HTTP surface: the route table of spec §9 and the request path up to forwarding.
+
+Request path: auth → bounded body read → partial parse → allow-list and
+admission (rpm, daily tokens) → ask for usage on streamed chat → Forwarder.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import aiohttp
+from aiohttp import web
+
+from pharos.clock import Clock
+from pharos.proxy import catalog
+from pharos.proxy.auth import KeyEntry, KeyTable
+from pharos.proxy.done import RequestDone, RequestRecord, finish
+from pharos.proxy.errors import ClientError, error_response, model_not_found, too_large
+from pharos.proxy.forward import Forwarder, Route
+from pharos.proxy.parse import ask_for_usage, parse_request
+from pharos.sched import Scheduler
+from pharos.state import State
+from pharos.usage import OUT_OF_QUOTA, UsageBook
+
+log = logging.getLogger("pharos.proxy")
+
+DEFAULT_MAX_BODY_BYTES = 32 * 1024 * 1024
+
+ROUTES: dict[str, Route] = {
+    "/v1/chat/completions": Route("chat", "chat"),
+    "/v1/completions": Route("completions", "completion"),
+    "/v1/embeddings": Route("embeddings", "embeddings"),
+    "/v1/messages": Route("messages", "messages", coding_agent=True),
+    "/v1/responses": Route("responses", "responses", coding_agent=True),
+    "/api/chat": Route("ollama-chat", "chat", ollama_native=True),
+    "/api/generate": Route("ollama-generate", "generate", ollama_native=True),
+    "/api/embed": Route("ollama-embed", "embeddings", ollama_native=True),
+    "/api/embeddings": Route("ollama-embeddings", "completion", ollama_native=True),
+}
+
+UNAUTHORIZED = ClientError(
+    401,
+    "Incorrect API key provided. Send it as `Authorization: Bearer <key>`.",
+    "invalid_request_error",
+    "invalid_api_key",
+    None,
+    ("admission", "unauthorized"),
+)
+
+
+@dataclass
+class ProxyOptions:
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    seed: int | None = None  # for the per-request tie-break seeds; None = random
+
+
+@dataclass
+class Flags:
+    """Readiness and drain, flipped by `serve`; read by /healthz."""
+
+    ready: Callable[[], bool] = lambda: True
+    draining: bool = False
+
+
+@dataclass
+class Proxy:
+    clock: Clock
+    session: aiohttp.ClientSession
+    state: State
+    sched: Scheduler
+    usage: UsageBook | None
+    keys: Callable[[], KeyTable]
+    on_done: Callable[[RequestDone], None] = lambda done: None
+    options: ProxyOptions = field(default_factory=ProxyOptions)
+    flags: Flags = field(default_factory=Flags)
+    inflight_streams: int = 0
+
+    def __post_init__(self) -> None:
+        self._forwarder = Forwarder(
+            clock=self.clock,
+            session=self.session,
+            state=self.state,
+            sched=self.sched,
+            rng=random.Random(self.options.seed),
+            on_usage=self._count_usage,
+        )
+
+    def _count_usage(
+        self, key: str, model: str, prompt: int | None, cached: int | None, completion: int | None
+    ) -> None:
+        if self.usage is not None:
+            self.usage.record_reply(key, model, prompt, cached, completion)
+
+    # ---- wiring -------------------------------------------------------------------------
+
+    def add_routes(self, app: web.Application) -> None:
+        for path, route in ROUTES.items():
+            app.router.add_post(path, self._inference_handler(route))
+        app.router.add_get("/v1/models", self._guarded(self._models))
+        app.router.add_get("/v1/models/{model:.+}", self._guarded(self._model))
+        app.router.add_get("/api/tags", self._guarded(self._ollama_tags))
+        app.router.add_get("/api/ps", self._guarded(self._ollama_ps))
+        app.router.add_post("/api/show", self._guarded(self._ollama_show))
+        app.router.add_get("/api/version", self._ollama_version)
+        app.router.add_route("HEAD", "/", self._ollama_root)
+        app.router.add_get("/", self._ollama_root)
+        app.router.add_route("*", "/api/{rest:.*}", self._ollama_unsupported)
+        app.router.add_get("/healthz", self._healthz)
+
+    # ---- auth -----------------------------------------------------------------------------
+
+    def authenticate(self, request: web.Request) -> KeyEntry:
+        key = self.keys().lookup(
+            request.headers.get("Authorization"), request.headers.get("x-api-key")
+        )
+        if key is None:
+            raise UNAUTHORIZED
+        return key
+
+    def _guarded(
+        self, handler: Callable[[web.Request, KeyEntry], Awaitable[web.StreamResponse]]
+    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def guarded(request: web.Request) -> web.StreamResponse:
+            ollama = request.path.startswith("/api/")
+            try:
+                return await handler(request, self.authenticate(request))
+            except ClientError as err:
+                return error_response(err, ollama=ollama)
+
+        return guarded
+
+    # ---- inference ------------------------------------------------------------------------
+
+    def _inference_handler(
+        self, route: Route
+    ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+        async def handle(request: web.Request) -> web.StreamResponse:
+            return await self._inference(request, route)
+
+        return handle
+
+    async def _read_body(self, request: web.Request) -> bytes:
+        limit = self.options.max_body_bytes
+        if request.content_length is not None and request.content_length > limit:
+            raise too_large(limit)
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.content.iter_any():
+            size += len(chunk)
+            if size > limit:
+                raise too_large(limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def _admit(self, key: KeyEntry, model: str, record: RequestRecord) -> None:
+        if key.models and model not in key.models:
+            err = model_not_found(model)
+            raise ClientError(err.status, err.message, err.type, err.code, None,
+                              ("admission", "model_not_allowed"))
+        if self.usage is None or (key.rpm is None and key.tokens_per_day is None):
+            return
+        verdict = self.usage.admit(key.name, key.rpm, key.tokens_per_day)
+        if verdict.ok:
+            return
+        if verdict.code == OUT_OF_QUOTA:
+            raise ClientError(
+                429,
+                f"Key `{key.name}` has used its {key.tokens_per_day} tokens for today; "
+                "the quota resets at midnight.",
+                "insufficient_quota", "insufficient_quota", verdict.retry_after_s,
+                ("admission", "quota_exceeded"),
+            )
+        raise ClientError(
+            429,
+            f"Rate limit reached for key `{key.name}`: {key.rpm} requests per minute.",
+            "rate_limit_error", "rate_limit_exceeded", verdict.retry_after_s,
+            ("admission", "rate_limited"),
+        )
+
+    async def _inference(self, request: web.Request, route: Route) -> web.StreamResponse:
+        record = RequestRecord(
+            route=route.name,
+            started_s=self.clock.now(),
+            request_id=request.headers.get("X-Request-Id"),
+        )
+        status = 500
+        self.inflight_streams += 1
+        try:
+            key = self.authenticate(request)
+            record.key = key.name
+            body = await self._read_body(request)
+            parsed = parse_request(
+                body, route=route.parse_as, stream_default=route.ollama_native
+            )
+            record.model = parsed.model
+            self._admit(key, parsed.model, record)
+            record.decide("admission", "ok")
+            strip = False
+            if route.name == "chat" and parsed.stream:
+                if parsed.asked_for_usage:
+                    record.decide("usage", "client_asked")
+                else:
+                    body = ask_for_usage(body, has_stream_options=parsed.has_stream_options)
+                    strip = True
+                    record.decide("usage", "pharos_asked")
+            if parsed.control:
+                record.decide("load", "control")
+            response = await self._forwarder.run(
+                request, route, parsed, body,
+                key_name=key.name, weight=key.weight, strip_usage_chunk=strip, record=record,
+            )
+            status = response.status
+            return response
+        except ClientError as err:
+            status = err.status
+            if err.outcome is not None:
+                record.decide(*err.outcome)
+            return error_response(err, ollama=route.ollama_native)
+        except BaseException:
+            status = 499
+            raise
+        finally:
+            self.inflight_streams -= 1
+            self.on_done(finish(record, status, self.clock.now(), self.clock.time()))
+
+    # ---- model lists and Ollama's informational routes ---------------------------------------
+
+    async def _models(self, request: web.Request, key: KeyEntry) -> web.StreamResponse:
+        names = catalog.served_models(self.state, self.clock.now())
+        allowed = [name for name in names if not key.models or name in key.models]
+        return web.json_response(catalog.openai_model_list(allowed))
+
+    async def _model(self, request: web.Request, key: KeyEntry) -> web.StreamResponse:
+        model = request.match_info["model"]
+        names = catalog.served_models(self.state, self.clock.now())
+        if model not in names or (key.models and model not in key.models):
+            raise model_not_found(model)
+        return web.json_response(catalog.openai_model(model))
+
+    async def _ollama_tags(self, request: web.Request, key: KeyEntry) -> web.StreamResponse:
+        body = await catalog.aggregate_ollama(self.state, self.session, self.clock.now(),
+                                              "/api/tags", key.models)
+        return web.json_response(body)
+
+    async def _ollama_ps(self, request: web.Request, key: KeyEntry) -> web.StreamResponse:
+        body = await catalog.aggregate_ollama(self.state, self.session, self.clock.now(),
+                                              "/api/ps", key.models)
+        return web.json_response(body)
+
+    async def _ollama_show(self, request: web.Request, key: KeyEntry) -> web.StreamResponse:
+        body = await self._read_body(request)
+        return await catalog.forward_show(self.state, self.session, self.clock.now(), body,
+                                          key.models)
+
+    async def _ollama_version(self, request: web.Request) -> web.StreamResponse:
+        version = catalog.oldest_ollama_version(self.state)
+        return web.json_response({"version": version if version is not None else "0.0.0"})
+
+    async def _ollama_root(self, request: web.Request) -> web.StreamResponse:
+        return web.Response(text="Ollama is running")
+
+    async def _ollama_unsupported(self, request: web.Request) -> web.StreamResponse:
+        rest = request.match_info.get("rest", "")
+        return web.json_response(
+            {"error": f"Pharos routes requests and does not manage models: /api/{rest} is not "
+                      "supported here; run it against the Ollama host itself"},
+            status=501,
+        )
+
+    async def _healthz(self, request: web.Request) -> web.StreamResponse:
+        if self.flags.draining:
+            return web.json_response({"status": "draining"}, status=503)
+        if not self.flags.ready():
+            return web.json_response({"status": "starting"}, status=503)
+        return web.json_response({"status": "ok"})

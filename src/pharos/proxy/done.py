@@ -1,0 +1,82 @@
+"""What the proxy reports about each finished request (spec §13: proxy.Done).
+
+obs counts it, logs it at debug level and shows it on /status; the proxy never
+imports obs, it calls the `on_done` callback it was given.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(slots=True)
+class RequestRecord:
+    """Filled in as a request moves through the proxy; frozen into RequestDone at the end."""
+
+    route: str
+    started_s: float
+    request_id: str | None = None
+    key: str = "-"
+    model: str | None = None
+    decisions: list[tuple[str, str]] = field(default_factory=list)
+    target_key: str | None = None
+    backend_url: str | None = None
+    reason: str = ""
+    overhead_s: float | None = None
+    queue_wait_s: float | None = None
+    ttft_s: float | None = None
+    prompt_tokens: int | None = None
+    cached_tokens: int | None = None
+    completion_tokens: int | None = None
+    metered: bool | None = None  # None: the request never reached an engine
+    prefix_source: str | None = None  # where the predicted slot came from: local, peer, restored
+
+    def decide(self, stage: str, outcome: str) -> None:
+        self.decisions.append((stage, outcome))
+
+
+@dataclass(frozen=True, slots=True)
+class RequestDone:
+    route: str
+    request_id: str | None
+    key: str
+    model: str | None
+    status: int
+    decisions: tuple[tuple[str, str], ...]
+    target_key: str | None
+    backend_url: str | None
+    reason: str
+    overhead_s: float | None
+    queue_wait_s: float | None
+    ttft_s: float | None
+    duration_s: float
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    completion_tokens: int | None
+    metered: bool | None
+    prefix_source: str | None
+    finished_wall_s: float
+
+
+def finish(record: RequestRecord, status: int, now_s: float, wall_s: float) -> RequestDone:
+    return RequestDone(
+        route=record.route,
+        request_id=record.request_id,
+        key=record.key,
+        model=record.model,
+        status=status,
+        decisions=tuple(record.decisions),
+        target_key=record.target_key,
+        backend_url=record.backend_url,
+        reason=record.reason,
+        overhead_s=record.overhead_s,
+        queue_wait_s=record.queue_wait_s,
+        ttft_s=record.ttft_s,
+        duration_s=max(0.0, now_s - record.started_s),
+        prompt_tokens=record.prompt_tokens,
+        cached_tokens=record.cached_tokens,
+        completion_tokens=record.completion_tokens,
+        metered=record.metered,
+        prefix_source=record.prefix_source,
+        finished_wall_s=wall_s,
+    )

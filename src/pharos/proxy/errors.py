@@ -1,0 +1,95 @@
+"""Client-facing errors in the shape each API's SDKs parse.
+
+OpenAI routes get `{"error": {"message", "type", "code"}}` (the SDKs read `code`);
+Ollama routes get `{"error": "..."}`, which the ollama CLI prints as is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+from aiohttp import web
+
+
+@dataclass(frozen=True, slots=True)
+class ClientError(Exception):
+    """An error to send to the client instead of a reply."""
+
+    status: int
+    message: str
+    type: str
+    code: str
+    retry_after_s: float | None = None
+    outcome: tuple[str, str] | None = None  # the (stage, outcome) decision this error records
+
+    def __str__(self) -> str:
+        return f"{self.status} {self.code}: {self.message}"
+
+
+def bad_request(message: str, code: str = "invalid_request_error") -> ClientError:
+    return ClientError(400, message, "invalid_request_error", code, None, ("admission", "bad_request"))
+
+
+def model_not_found(model: str) -> ClientError:
+    return ClientError(
+        404,
+        f"The model `{model}` does not exist or you do not have access to it.",
+        "invalid_request_error",
+        "model_not_found",
+        None,
+        ("route", "unknown_model"),
+    )
+
+
+def unavailable(model: str) -> ClientError:
+    return ClientError(
+        503,
+        f"No backend serving `{model}` is up right now.",
+        "server_error",
+        "backend_unavailable",
+        None,
+        ("route", "unavailable"),
+    )
+
+
+def queue_full() -> ClientError:
+    return ClientError(
+        429,
+        "Pharos's queue is full; retry shortly.",
+        "rate_limit_error",
+        "queue_full",
+        1.0,
+        ("route", "queue_full"),
+    )
+
+
+def too_large(limit_bytes: int) -> ClientError:
+    return ClientError(
+        413,
+        f"Request body is larger than {limit_bytes} bytes.",
+        "invalid_request_error",
+        "request_too_large",
+        None,
+        ("admission", "too_large"),
+    )
+
+
+def error_body_openai(err: ClientError) -> bytes:
+    return msgspec.json.encode(
+        {"error": {"message": err.message, "type": err.type, "code": err.code, "param": None}}
+    )
+
+
+def error_body_ollama(err: ClientError) -> bytes:
+    return msgspec.json.encode({"error": err.message})
+
+
+def error_response(err: ClientError, *, ollama: bool = False) -> web.Response:
+    headers = {}
+    if err.retry_after_s is not None:
+        headers["Retry-After"] = str(max(1, int(err.retry_after_s + 0.999)))
+    body = error_body_ollama(err) if ollama else error_body_openai(err)
+    return web.Response(
+        status=err.status, body=body, content_type="application/json", headers=headers
+    )

@@ -1,0 +1,372 @@
+"""Acquire a lease, forward upstream, stream the reply back through the tap (spec §9).
+
+Retry once on another target, and only before anything was written to the
+client: a refused connection (which ejects the backend), a 5xx, or a 404 on a
+coding-agent route. After the first byte there are no retries; an engine that
+dies mid-reply cuts the client's stream, so a truncated reply is never passed
+off as complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import aiohttp
+import msgspec
+from aiohttp import web
+
+from pharos.clock import Clock
+from pharos.engine.types import Kind, Residency
+from pharos.proxy.done import RequestRecord
+from pharos.proxy.errors import ClientError, model_not_found, queue_full, unavailable
+from pharos.proxy.parse import ParsedRequest, rename_model
+from pharos.proxy.tap import StreamTap
+from pharos.sched import (
+    Feedback,
+    Lease,
+    QueueFull,
+    RouteRequest,
+    Scheduler,
+    UnknownModel,
+    Unavailable,
+)
+from pharos.state import State
+
+log = logging.getLogger("pharos.proxy")
+
+_HOP_HEADERS = frozenset(
+    {
+        "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
+        "trailers", "transfer-encoding", "upgrade", "content-length", "content-encoding",
+        "host", "authorization", "x-api-key", "accept-encoding",
+    }
+)
+_REFUSAL_LOG_BYTES = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    name: str  # chat, completion, embeddings, messages, responses, ollama-chat, ...
+    parse_as: str  # the body shape parse_request reads
+    ollama_native: bool = False  # /api/*: Ollama backends only, Ollama error shape
+    coding_agent: bool = False  # /v1/messages, /v1/responses: 404 means the route is missing
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    status: int
+    body: bytes
+    content_type: str
+    backend_url: str
+
+
+class UpstreamDied(Exception):
+    """The engine's connection broke after the reply had started."""
+
+
+def forward_headers(request: web.Request) -> dict[str, str]:
+    """The client's headers minus hop-by-hop ones, its Authorization and Accept-Encoding."""
+    return {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
+
+
+def refusal_message(body: bytes) -> str:
+    """The engine's error.message (or the body), cut to 200 bytes, for a warning log line."""
+    message: object = None
+    try:
+        decoded = msgspec.json.decode(body)
+        if isinstance(decoded, dict):
+            error = decoded.get("error")
+            message = error.get("message") if isinstance(error, dict) else error
+    except msgspec.DecodeError:
+        pass
+    text = message if isinstance(message, str) else body.decode("utf-8", "replace")
+    return text.encode("utf-8")[:_REFUSAL_LOG_BYTES].decode("utf-8", "ignore")
+
+
+class Forwarder:
+    """Owns one request's attempts; the shared pieces are passed in."""
+
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        session: aiohttp.ClientSession,
+        state: State,
+        sched: Scheduler,
+        rng: random.Random,
+        on_usage: Callable[[str, str, int | None, int | None, int | None], None],
+    ) -> None:
+        self._clock = clock
+        self._session = session
+        self._state = state
+        self._sched = sched
+        self._rng = rng
+        self._on_usage = on_usage
+
+    def _excluded_for(self, route: Route, model: str) -> set[int]:
+        if not route.ollama_native:
+            return set()
+        now = self._clock.now()
+        return {
+            view.target_id
+            for view in self._state.targets_for_model(model, now)
+            if view.kind is not Kind.OLLAMA
+        }
+
+    async def run(
+        self,
+        request: web.Request,
+        route: Route,
+        parsed: ParsedRequest,
+        body: bytes,
+        *,
+        key_name: str,
+        weight: int,
+        strip_usage_chunk: bool,
+        record: RequestRecord,
+    ) -> web.StreamResponse:
+        excluded = self._excluded_for(route, parsed.model)
+        seed = self._rng.getrandbits(64)
+        refusal: Refusal | None = None
+        for attempt in range(2):
+            route_request = RouteRequest(
+                model=parsed.model,
+                prompt_tokens=parsed.prompt_tokens,
+                chain=parsed.chain,
+                seed=seed,
+                exclude_target_ids=frozenset(excluded),
+                retry=attempt > 0,
+                control=parsed.control,
+            )
+            try:
+                lease = await self._sched.acquire(key_name, weight, route_request)
+            except UnknownModel:
+                if refusal is not None:
+                    return self._refused(refusal, route)
+                if excluded and route.ollama_native and attempt == 0:
+                    raise ClientError(
+                        404,
+                        f"model '{parsed.model}' is not served by any Ollama backend "
+                        "(Pharos does not translate /api/* to other engines)",
+                        "invalid_request_error",
+                        "model_not_found",
+                        None,
+                        ("route", "unknown_model"),
+                    ) from None
+                raise model_not_found(parsed.model) from None
+            except Unavailable:
+                if refusal is not None:
+                    return self._refused(refusal, route)
+                raise unavailable(parsed.model) from None
+            except QueueFull:
+                raise queue_full() from None
+            except asyncio.CancelledError:
+                record.decide("route", "client_left")
+                raise
+            outcome = await self._attempt(
+                request, route, parsed, body, lease, strip_usage_chunk, record, attempt
+            )
+            if outcome is None or isinstance(outcome, Refusal):
+                refusal = outcome if outcome is not None else refusal
+                excluded.add(lease.target.target_id)
+                continue
+            return outcome
+        if refusal is None:
+            raise unavailable(parsed.model)
+        return self._refused(refusal, route)
+
+    def _refused(self, refusal: Refusal, route: Route) -> web.StreamResponse:
+        if route.coding_agent and refusal.status == 404:
+            raise ClientError(
+                400,
+                f"The backend {refusal.backend_url} does not serve {route.name} "
+                f"(/v1/{route.name} answered 404) and no other backend serving this model does.",
+                "invalid_request_error",
+                "route_not_served",
+            )
+        return web.Response(status=refusal.status, body=refusal.body, content_type=None,
+                            headers={"Content-Type": refusal.content_type})
+
+    async def _attempt(
+        self,
+        request: web.Request,
+        route: Route,
+        parsed: ParsedRequest,
+        body: bytes,
+        lease: Lease,
+        strip_usage_chunk: bool,
+        record: RequestRecord,
+        attempt: int,
+    ) -> web.StreamResponse | Refusal | None:
+        """The reply, a refusal worth retrying elsewhere, or None when the connection failed."""
+        target = lease.target
+        decision = lease.decision
+        record.decide("route", decision.why)
+        record.decide("queue", "waited" if lease.queue_wait_s > 0 else "immediate")
+        record.target_key = target.key
+        record.backend_url = target.backend_url
+        record.reason = decision.reason
+        record.queue_wait_s = lease.queue_wait_s
+        if lease.predicted is not None:
+            record.prefix_source = lease.predicted.source.name.lower()
+        out_body = body if target.served_model == target.model else rename_model(
+            body, target.served_model
+        )
+        url = target.backend_url.rstrip("/") + request.path_qs
+        if attempt == 0:
+            record.overhead_s = max(
+                0.0, self._clock.now() - record.started_s - lease.queue_wait_s
+            )
+        sent_s = self._clock.now()
+        try:
+            upstream = await self._session.post(
+                url, data=out_body, headers=forward_headers(request)
+            )
+        except asyncio.CancelledError:
+            lease.release(Feedback(status=None, ttft_s=None, duration_s=None, prompt_tokens=None,
+                                   cached_tokens=None, completion_tokens=None, client_left=True))
+            record.decide("upstream", "client_left")
+            raise
+        except (aiohttp.ClientConnectionError, TimeoutError, OSError) as exc:
+            self._state.eject(target.backend_url, f"connect failed: {type(exc).__name__}")
+            lease.release(Feedback(status=None, ttft_s=None, duration_s=None, prompt_tokens=None,
+                                   cached_tokens=None, completion_tokens=None))
+            record.decide("upstream", "connect_failed")
+            return None
+
+        status = upstream.status
+        retryable = status >= 500 or (status == 404 and route.coding_agent)
+        if retryable:
+            refused_body = await upstream.read()
+            upstream.release()
+            lease.release(Feedback(status=status, ttft_s=None,
+                                   duration_s=self._clock.now() - sent_s, prompt_tokens=None,
+                                   cached_tokens=None, completion_tokens=None))
+            if status >= 500 and status != 503:
+                log.warning(
+                    "backend %s refused a request with %d: %s",
+                    target.backend_url, status, refusal_message(refused_body),
+                )
+            record.decide("upstream", "busy_retried" if status == 503 else "error_retried")
+            return Refusal(status, refused_body,
+                           upstream.headers.get("Content-Type", "application/json"),
+                           target.backend_url)
+        return await self._stream(request, upstream, lease, parsed, strip_usage_chunk,
+                                  record, sent_s)
+
+    async def _stream(
+        self,
+        request: web.Request,
+        upstream: aiohttp.ClientResponse,
+        lease: Lease,
+        parsed: ParsedRequest,
+        strip_usage_chunk: bool,
+        record: RequestRecord,
+        sent_s: float,
+    ) -> web.StreamResponse:
+        target = lease.target
+        response = web.StreamResponse(status=upstream.status)
+        content_type = upstream.headers.get("Content-Type")
+        if content_type is not None:
+            response.headers["Content-Type"] = content_type
+        tap = StreamTap(strip_usage_chunk=strip_usage_chunk and upstream.status == 200)
+        ttft_s: float | None = None
+        feedback_status = upstream.status
+        try:
+            await response.prepare(request)
+            try:
+                async for chunk in upstream.content.iter_any():
+                    if ttft_s is None:
+                        ttft_s = self._clock.now() - sent_s
+                    out = tap.feed(chunk)
+                    if out:
+                        await response.write(out)
+            except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError,
+                    TimeoutError) as exc:
+                raise UpstreamDied(type(exc).__name__) from exc
+            rest, usage = tap.finish()
+            if rest:
+                await response.write(rest)
+            await response.write_eof()
+        except UpstreamDied as died:
+            self._state.eject(target.backend_url, f"died mid-reply: {died}")
+            lease.release(Feedback(status=feedback_status, ttft_s=ttft_s,
+                                   duration_s=self._clock.now() - sent_s, prompt_tokens=None,
+                                   cached_tokens=None, completion_tokens=None,
+                                   died_mid_reply=True))
+            record.decide("upstream", "died_mid_reply")
+            record.metered = False
+            _cut(request)
+            return response
+        except (asyncio.CancelledError, ConnectionResetError,
+                aiohttp.ClientConnectionResetError) as exc:
+            upstream.close()
+            lease.release(Feedback(status=feedback_status, ttft_s=ttft_s,
+                                   duration_s=self._clock.now() - sent_s, prompt_tokens=None,
+                                   cached_tokens=None, completion_tokens=None, client_left=True))
+            record.decide("upstream", "client_left")
+            if isinstance(exc, asyncio.CancelledError):
+                raise
+            return response
+        finally:
+            upstream.release()
+        duration_s = self._clock.now() - sent_s
+        ok = 200 <= upstream.status < 300
+        prompt = usage.prompt_tokens if usage is not None else None
+        cached = usage.cached_tokens if usage is not None else None
+        completion = usage.completion_tokens if usage is not None else None
+        lease.release(Feedback(
+            status=upstream.status, ttft_s=ttft_s, duration_s=duration_s,
+            prompt_tokens=prompt, cached_tokens=cached, completion_tokens=completion,
+            engine_load_s=usage.engine_load_s if usage is not None else None,
+            engine_prefill_s=usage.engine_prefill_s if usage is not None else None,
+        ))
+        record.decide("upstream", "ok" if ok else "error_status")
+        if ok:
+            _judge_prediction(record, lease, cached, usage.engine_load_s if usage else None,
+                              parsed.control)
+        record.ttft_s = ttft_s
+        record.prompt_tokens, record.cached_tokens, record.completion_tokens = (
+            prompt, cached, completion)
+        if ok:
+            record.metered = prompt is not None and completion is not None
+            self._on_usage(record.key, parsed.model, prompt, cached, completion)
+        return response
+
+
+_LOAD_SEEN_S = 0.010
+"""An engine-reported load under 10 ms loaded nothing (spec §5)."""
+
+
+def _judge_prediction(
+    record: RequestRecord, lease: Lease, cached_tokens: int | None, engine_load_s: float | None,
+    control: bool,
+) -> None:
+    """The prefix and load decisions of a reply the engine served (spec §13)."""
+    predicted = lease.predicted
+    if cached_tokens is None:
+        record.decide("prefix", "unknown")
+    elif predicted is not None:
+        predicted_tokens = predicted.matched_bytes // 4
+        hit = cached_tokens * 2 >= predicted_tokens
+        record.decide("prefix", "predicted_hit" if hit else "wrong_prediction")
+    else:
+        record.decide("prefix", "unpredicted_hit" if cached_tokens > 0 else "miss")
+    if control:
+        return
+    cold = lease.target.residency is Residency.COLD
+    if cold:
+        record.decide("load", "cold_start")
+    elif engine_load_s is not None and engine_load_s >= _LOAD_SEEN_S:
+        record.decide("load", "unexpected_load")
+
+
+def _cut(request: web.Request) -> None:
+    """Close the client's connection without the terminating chunk: a visible truncation."""
+    transport = request.transport
+    if transport is not None:
+        transport.abort()

@@ -1,0 +1,141 @@
+"""What one finished reply teaches: EWMA samples and the prefix index's update (spec §5 Stats, §6).
+
+Pure functions; the scheduler applies the results.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Literal
+
+from pharos.policy import Candidate
+from pharos.sched.types import Feedback
+
+MIN_UNCACHED_TOKENS = 256
+"""Below this a prefill time measures fixed overhead (llama.cpp: 20-100 ms for 1 token)."""
+
+MIN_LOAD_S = 0.010
+"""An engine-reported load under 10 ms loaded nothing: residency was a scrape behind."""
+
+BYTES_PER_TOKEN = 4
+
+PrefixOutcome = Literal["predicted_hit", "wrong_prediction", "unpredicted_hit", "miss", "unknown"]
+
+
+class Dispatch(enum.Enum):
+    WARM = "warm"  # loaded, or residency unknown (the engine's one model is always loaded)
+    COLD = "cold"  # known cold and no load under way: this request pays the load
+    JOINED = "joined"  # cold with a load already under way: it waits for part of a load
+
+
+def dispatch_of(candidate: Candidate) -> Dispatch:
+    if candidate.warm is not False:
+        return Dispatch.WARM
+    return Dispatch.JOINED if candidate.loading else Dispatch.COLD
+
+
+def effective_dispatch(dispatch: Dispatch, engine_load_s: float | None) -> Dispatch:
+    """The engine's own load time overrides residency: under 10 ms nothing loaded; at least 10 ms
+    on a warm dispatch the model was unloaded behind our back (`unexpected_load`)."""
+    if engine_load_s is None:
+        return dispatch
+    if engine_load_s < MIN_LOAD_S:
+        return Dispatch.WARM
+    if dispatch is Dispatch.WARM:
+        return Dispatch.COLD
+    return dispatch
+
+
+@dataclass(frozen=True, slots=True)
+class Samples:
+    prefill_s_per_token: float | None = None
+    load_s: float | None = None
+    service_s: float | None = None
+
+    @property
+    def empty(self) -> bool:
+        return self.prefill_s_per_token is None and self.load_s is None and self.service_s is None
+
+
+NO_SAMPLES = Samples()
+
+
+def samples_from(feedback: Feedback, dispatch: Dispatch, *, control: bool) -> Samples:
+    """EWMA samples from one reply; none from control requests or failed replies."""
+    if control or not feedback.succeeded:
+        return NO_SAMPLES
+    effective = effective_dispatch(dispatch, feedback.engine_load_s)
+    prefill = None
+    if feedback.prompt_tokens is not None and feedback.cached_tokens is not None:
+        uncached = feedback.prompt_tokens - feedback.cached_tokens
+        if uncached >= MIN_UNCACHED_TOKENS:
+            if feedback.engine_prefill_s is not None:
+                prefill = feedback.engine_prefill_s / uncached
+            elif effective is Dispatch.WARM and feedback.ttft_s is not None:
+                prefill = feedback.ttft_s / uncached
+    load = None
+    if effective is Dispatch.COLD:
+        measured = feedback.engine_load_s if feedback.engine_load_s is not None else feedback.ttft_s
+        if measured is not None and measured >= MIN_LOAD_S:
+            load = measured
+    service = None
+    if effective is Dispatch.WARM and feedback.duration_s is not None and not feedback.client_left:
+        service = feedback.duration_s
+    return Samples(prefill, load, service)
+
+
+def load_outcome(dispatch: Dispatch, feedback: Feedback, *, control: bool) -> str | None:
+    """The `load` decision stage (spec §13): cold_start, unexpected_load, control, or None."""
+    if control:
+        return "control"
+    if dispatch is Dispatch.COLD:
+        return "cold_start"
+    if (
+        dispatch is Dispatch.WARM
+        and feedback.engine_load_s is not None
+        and feedback.engine_load_s >= MIN_LOAD_S
+    ):
+        return "unexpected_load"
+    return None
+
+
+class PrefixAction(enum.Enum):
+    NONE = "none"
+    RECORD = "record"  # the engine now holds this prompt
+    CORRECT = "correct"  # forget this prompt on this target
+
+
+def predicted_tokens(matched_bytes: int | None) -> int | None:
+    return None if matched_bytes is None else matched_bytes // BYTES_PER_TOKEN
+
+
+def is_wrong_prediction(predicted: int | None, cached_tokens: int | None) -> bool:
+    """Judged wrong when the engine cached under half the predicted tokens (spec §6)."""
+    return (
+        predicted is not None
+        and predicted > 0
+        and cached_tokens is not None
+        and cached_tokens * 2 < predicted
+    )
+
+
+def prefix_action(feedback: Feedback, predicted: int | None) -> PrefixAction:
+    """Record on success; correct a wrong prediction (recording it again would undo the
+    correction) and any prompt the engine answered with an error status (spec §9)."""
+    if feedback.succeeded:
+        if is_wrong_prediction(predicted, feedback.cached_tokens):
+            return PrefixAction.CORRECT
+        return PrefixAction.RECORD
+    if feedback.status is not None and not 200 <= feedback.status < 300:
+        return PrefixAction.CORRECT
+    return PrefixAction.NONE
+
+
+def prefix_outcome(predicted: int | None, cached_tokens: int | None) -> PrefixOutcome:
+    """The `prefix` decision stage (spec §13)."""
+    if cached_tokens is None:
+        return "unknown"
+    if predicted is not None and predicted > 0:
+        return "wrong_prediction" if cached_tokens * 2 < predicted else "predicted_hit"
+    return "unpredicted_hit" if cached_tokens > 0 else "miss"

@@ -1,0 +1,408 @@
+"""Admission, in-flight counts and the fair queue (spec §8).
+
+Picking a target and taking its slot happen in one synchronous step (no await
+between them), which the event loop makes atomic.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+
+from pharos.clock import Clock
+from pharos.engine.types import Residency
+from pharos.policy import DEFAULT_CONFIG, POLICIES, Candidate, Decision, PolicyConfig, RouteReq
+from pharos.prefix import Match, PrefixOp
+from pharos.sched.candidates import (
+    build_candidate,
+    engine_counts_fresh,
+    fits_if_cold,
+    occupied,
+)
+from pharos.sched.fairqueue import FairQueue, Waiter
+from pharos.sched.gauges import Gauges, PeerGauges
+from pharos.sched.learning import (
+    BYTES_PER_TOKEN,
+    Dispatch,
+    PrefixAction,
+    PrefixOutcome,
+    dispatch_of,
+    load_outcome,
+    predicted_tokens,
+    prefix_action,
+    prefix_outcome,
+    samples_from,
+)
+from pharos.sched.types import (
+    ABANDONED,
+    Feedback,
+    PrefixStore,
+    QueueFull,
+    QueueOutcome,
+    RouteRequest,
+    TargetSource,
+    Unavailable,
+    UnknownModel,
+)
+from pharos.state.view import TargetView
+
+DEFAULT_QUEUE_LIMIT = 1000
+DEFAULT_CAPACITY = 2
+
+
+class Lease:
+    """One slot on one target, held from dispatch until the reply ends."""
+
+    __slots__ = (
+        "_released",
+        "_scheduler",
+        "candidate",
+        "decision",
+        "predicted",
+        "queue_wait_s",
+        "request",
+        "target",
+    )
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        target: TargetView,
+        candidate: Candidate,
+        decision: Decision,
+        request: RouteRequest,
+        predicted: Match | None,
+        queue_wait_s: float,
+    ) -> None:
+        self._scheduler = scheduler
+        self._released = False
+        self.target = target
+        self.candidate = candidate  # what the policy saw of the target
+        self.decision = decision
+        self.request = request
+        self.predicted = predicted  # the prefix index's match on this target, if any
+        self.queue_wait_s = queue_wait_s
+
+    @property
+    def route_outcome(self) -> str:
+        """The `route` decision stage: why this target won."""
+        return self.decision.why
+
+    @property
+    def queue_outcome(self) -> QueueOutcome:
+        return "waited" if self.queue_wait_s > 0 else "immediate"
+
+    @property
+    def dispatch(self) -> Dispatch:
+        return dispatch_of(self.candidate)
+
+    @property
+    def predicted_tokens(self) -> int | None:
+        return predicted_tokens(None if self.predicted is None else self.predicted.matched_bytes)
+
+    def load_outcome(self, feedback: Feedback) -> str | None:
+        """The `load` decision stage: cold_start, unexpected_load, control or None."""
+        return load_outcome(self.dispatch, feedback, control=self.request.control)
+
+    def prefix_outcome(self, feedback: Feedback) -> PrefixOutcome:
+        """The `prefix` decision stage: the prediction against the engine's cached tokens."""
+        return prefix_outcome(self.predicted_tokens, feedback.cached_tokens)
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def release(self, feedback: Feedback) -> None:
+        """Free the slot, learn from the reply, serve the queue. A second call is a no-op."""
+        if self._released:
+            return
+        self._released = True
+        self._scheduler._release(self, feedback)
+
+    def _abandon(self) -> None:
+        """Give back a slot granted to a request that was cancelled before it could use it."""
+        if self._released:
+            return
+        self._released = True
+        self._scheduler._release(self, ABANDONED, used=False)
+
+
+class Scheduler:
+    def __init__(
+        self,
+        targets: TargetSource,
+        prefix: PrefixStore,
+        clock: Clock,
+        *,
+        policy: str = "cost",
+        queue_limit: int = DEFAULT_QUEUE_LIMIT,
+        default_capacity: int = DEFAULT_CAPACITY,
+        on_prefix_op: Callable[[PrefixOp], None] | None = None,
+        policy_config: PolicyConfig = DEFAULT_CONFIG,
+    ) -> None:
+        pick = POLICIES.get(policy)
+        if pick is None:
+            raise ValueError(f"policy: unknown {policy!r}, expected one of {sorted(POLICIES)}")
+        if queue_limit < 0:
+            raise ValueError(f"queue_limit must be >= 0, got {queue_limit}")
+        if default_capacity < 1:
+            raise ValueError(f"default_capacity must be >= 1, got {default_capacity}")
+        self._pick = pick
+        self._policy_config = policy_config
+        self._targets = targets
+        self._prefix = prefix
+        self._clock = clock
+        self._queue_limit = queue_limit
+        self._default_capacity = default_capacity
+        self._on_prefix_op = on_prefix_op
+        self._local: dict[int, int] = {}  # target id -> our leases
+        self._keys: dict[int, str] = {}  # target id -> target key, for export
+        self._last_reply_end: dict[int, float] = {}
+        self._peers = PeerGauges()
+        self._queue: FairQueue[RouteRequest] = FairQueue()
+        self._serving = False
+        self._serve_again = False
+        self._seq = 0
+
+    # ---- admission ------------------------------------------------------------------------
+
+    async def acquire(self, key: str, weight: int, request: RouteRequest) -> Lease:
+        """A lease on the best target, at once or after waiting in the fair queue.
+
+        Raises UnknownModel / Unavailable when no up backend serves the model, QueueFull when
+        the queue is at its bound. Cancellation while waiting leaves the queue.
+        """
+        now = self._clock.now()
+        lease, _ = self._try(request, now, queued_since=None)
+        if lease is not None:
+            return lease
+        if len(self._queue) >= self._queue_limit:
+            raise QueueFull(f"{len(self._queue)} requests are already waiting")
+        future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        waiter: Waiter[RouteRequest] = Waiter(key, request.model, request, future, now)
+        self._queue.push(waiter, weight, front=request.retry)
+        try:
+            granted = await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled() and future.exception() is None:
+                result = future.result()
+                if isinstance(result, Lease):
+                    result._abandon()
+            else:
+                self._queue.remove(waiter)
+            raise
+        assert isinstance(granted, Lease)
+        return granted
+
+    def _try(
+        self, request: RouteRequest, now: float, *, queued_since: float | None
+    ) -> tuple[Lease | None, bool]:
+        """Pick and, when the pick has a free slot, take it. Returns (lease, any slot free).
+
+        Raises UnknownModel / Unavailable when no up, non-draining target serves the model.
+        """
+        views = self._targets.targets_for_model(request.model, now)
+        exclude = request.exclude_target_ids
+        usable = [v for v in views if v.up and not v.draining and v.target_id not in exclude]
+        if not usable:
+            if not self._targets.model_listed(request.model):
+                raise UnknownModel(f"no backend serves model {request.model!r}")
+            raise Unavailable(f"no backend serving model {request.model!r} is up")
+        matches: dict[int, Match] = {}
+        chain = request.chain
+        if chain is not None and chain.hashes:
+            generations = {v.target_id: v.generation for v in usable}
+            matches = self._prefix.lookup(chain, generations.get)
+        router_waiting = self._queue.waiting_for(request.model) + self._peers.waiting(
+            request.model, now
+        )
+        if queued_since is not None:
+            router_waiting -= 1
+        candidates: list[Candidate] = []
+        backend_occupancy: dict[str, list[tuple[TargetView, int]]] = {}
+        any_free = False
+        for view in usable:
+            fresh = engine_counts_fresh(view, self._last_reply_end.get(view.target_id))
+            occupancy = occupied(view, self._cluster_inflight(view, now), fresh)
+            fits = None
+            if view.residency is Residency.COLD and occupancy == 0:
+                others = backend_occupancy.get(view.backend_url)
+                if others is None:
+                    others = backend_occupancy[view.backend_url] = self._backend_occupancy(
+                        view.backend_url, now
+                    )
+                fits = fits_if_cold(view, others)
+            match = matches.get(view.target_id)
+            candidate = build_candidate(
+                view,
+                occupancy=occupancy,
+                fresh=fresh,
+                router_waiting=router_waiting,
+                matched_tokens=0 if match is None else match.matched_bytes // BYTES_PER_TOKEN,
+                default_capacity=self._default_capacity,
+                fits=fits,
+            )
+            if candidate.free_slots > 0:
+                any_free = True
+            candidates.append(candidate)
+        decision = self._pick(
+            RouteReq(prompt_tokens=request.prompt_tokens, seed=request.seed),
+            candidates,
+            self._policy_config,
+        )
+        if decision.target_id is None or decision.enqueue:
+            return None, any_free
+        index = next(i for i, c in enumerate(candidates) if c.target_id == decision.target_id)
+        view = usable[index]
+        self._local[view.target_id] = self._local.get(view.target_id, 0) + 1
+        self._keys[view.target_id] = view.key
+        lease = Lease(
+            self,
+            view,
+            candidates[index],
+            decision,
+            request,
+            matches.get(view.target_id),
+            0.0 if queued_since is None else max(0.0, now - queued_since),
+        )
+        return lease, True
+
+    def _cluster_inflight(self, view: TargetView, now: float) -> int:
+        return self._local.get(view.target_id, 0) + self._peers.inflight(view.key, now)
+
+    def _backend_occupancy(self, backend_url: str, now: float) -> list[tuple[TargetView, int]]:
+        out = []
+        for other in self._targets.targets_of_backend(backend_url, now):
+            fresh = engine_counts_fresh(other, self._last_reply_end.get(other.target_id))
+            out.append((other, occupied(other, self._cluster_inflight(other, now), fresh)))
+        return out
+
+    # ---- the queue ------------------------------------------------------------------------
+
+    def kick(self) -> None:
+        """Re-run the queue: a scrape round ended, or a peer's slots freed."""
+        self._serve()
+
+    def _serve(self) -> None:
+        if self._serving:  # a callback re-entered: finish the current run, then go again
+            self._serve_again = True
+            return
+        self._serving = True
+        try:
+            self._serve_again = True
+            while self._serve_again:
+                self._serve_again = False
+                while self._grant_one():
+                    pass
+        finally:
+            self._serving = False
+
+    def _grant_one(self) -> bool:
+        """Offer free slots to waiters in turn order; True if one waiter was settled."""
+        if not len(self._queue):
+            return False
+        now = self._clock.now()
+        blocked: set[str] = set()
+        for waiter in self._queue.attempt_order(blocked):
+            try:
+                lease, any_free = self._try(waiter.payload, now, queued_since=waiter.enqueued_at)
+            except (UnknownModel, Unavailable) as failure:
+                self._queue.remove(waiter)
+                waiter.future.set_exception(failure)
+                return True
+            if lease is not None:
+                self._queue.grant(waiter)
+                waiter.future.set_result(lease)
+                return True
+            if not any_free:
+                blocked.add(waiter.model)
+        return False
+
+    # ---- release and learning -------------------------------------------------------------
+
+    def _release(self, lease: Lease, feedback: Feedback, *, used: bool = True) -> None:
+        target_id = lease.target.target_id
+        left = self._local.get(target_id, 0) - 1
+        if left > 0:
+            self._local[target_id] = left
+        else:
+            self._local.pop(target_id, None)
+        try:
+            if used:
+                self._last_reply_end[target_id] = self._clock.now()
+                self._learn(lease, feedback)
+        finally:
+            self._serve()
+
+    def _learn(self, lease: Lease, feedback: Feedback) -> None:
+        request = lease.request
+        target_id = lease.target.target_id
+        if request.control:
+            return
+        samples = samples_from(feedback, lease.dispatch, control=False)
+        if not samples.empty:
+            self._targets.observe(
+                target_id,
+                prefill_s_per_token=samples.prefill_s_per_token,
+                load_s=samples.load_s,
+                service_s=samples.service_s,
+            )
+        if feedback.succeeded:
+            self._targets.reply_succeeded(target_id, self._clock.now())
+        chain = request.chain
+        if chain is None or not chain.hashes:
+            return
+        action = prefix_action(feedback, lease.predicted_tokens)
+        if action is PrefixAction.RECORD:
+            self._prefix.record(chain, target_id, lease.target.generation, self._clock.now())
+        elif action is PrefixAction.CORRECT:
+            self._prefix.correct(chain, target_id)
+        else:
+            return
+        if self._on_prefix_op is not None:
+            self._on_prefix_op(
+                PrefixOp(
+                    target_key=lease.target.key,
+                    hashes=list(chain.hashes),
+                    last_used_s=self._clock.time(),
+                    remove=action is PrefixAction.CORRECT,
+                )
+            )
+
+    # ---- peers and introspection ----------------------------------------------------------
+
+    def export(self) -> Gauges:
+        """This origin's in-flight per target key and waiters per model, for peers."""
+        self._seq = max(self._seq + 1, int(self._clock.time() * 1_000_000))
+        inflight = {self._keys[tid]: n for tid, n in self._local.items()}
+        return Gauges(inflight=inflight, waiting=self._queue.waiting_by_model(), seq=self._seq)
+
+    def merge(self, origin: int, gauges: Gauges) -> None:
+        """Replace that origin's last report; its freed slots may serve our waiters."""
+        self._peers.merge(origin, gauges, self._clock.now())
+        self._serve()
+
+    def forget(self, origin: int) -> None:
+        """Drop a leaving origin's report at once."""
+        self._peers.forget(origin)
+        self._serve()
+
+    def peer_totals(self) -> Gauges:
+        return self._peers.totals(self._clock.now())
+
+    def inflight(self, target_id: int) -> int:
+        """This instance's leases on the target."""
+        return self._local.get(target_id, 0)
+
+    def inflight_cluster(self, target_id: int, target_key: str) -> int:
+        """Ours plus what live peers reported (pharos_target_inflight_cluster)."""
+        return self._local.get(target_id, 0) + self._peers.inflight(target_key, self._clock.now())
+
+    def waiting_count(self) -> int:
+        return len(self._queue)
+
+    def waiting_for(self, model: str) -> int:
+        return self._queue.waiting_for(model)
+
+
+__all__: Sequence[str] = ["DEFAULT_CAPACITY", "DEFAULT_QUEUE_LIMIT", "Lease", "Scheduler"]

@@ -1,0 +1,115 @@
+"""The scheduler's inputs, outputs and errors (spec §8)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol
+
+from pharos.prefix import Chain, Match, Source
+from pharos.state.view import TargetView
+
+QueueOutcome = Literal["immediate", "waited"]
+"""The `queue` decision stage (spec §13): did the request wait in the fair queue."""
+
+
+class TargetSource(Protocol):
+    """What the scheduler reads and teaches about targets (implemented by pharos.state.State)."""
+
+    def targets_for_model(self, model: str, now: float) -> Sequence[TargetView]:
+        """Every target serving the model, up or not."""
+        ...
+
+    def targets_of_backend(self, backend_url: str, now: float) -> Sequence[TargetView]: ...
+
+    def model_listed(self, model: str) -> bool:
+        """Any backend, up or down, ever listed it: tells 404 from 503."""
+        ...
+
+    def observe(
+        self,
+        target_id: int,
+        *,
+        prefill_s_per_token: float | None = None,
+        load_s: float | None = None,
+        service_s: float | None = None,
+    ) -> None:
+        """EWMA samples; None = no sample for that estimate."""
+        ...
+
+    def reply_succeeded(self, target_id: int, now: float) -> None:
+        """A successful reply shows the model loaded until the next full round."""
+        ...
+
+
+class PrefixStore(Protocol):
+    """The parts of pharos.prefix.PrefixIndex the scheduler uses."""
+
+    def lookup(
+        self, chain: Chain, generation_of: Callable[[int], int | None]
+    ) -> dict[int, Match]: ...
+
+    def record(
+        self, chain: Chain, target_id: int, generation: int, now_s: float, source: Source = ...
+    ) -> None: ...
+
+    def correct(self, chain: Chain, target_id: int) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRequest:
+    model: str  # the name clients use
+    prompt_tokens: int  # estimated: decoded text bytes / 4
+    chain: Chain | None  # None: no prefix to look up (embeddings, control requests)
+    seed: int  # random per request; breaks exact ties
+    exclude_target_ids: frozenset[int] = frozenset()  # a retry avoids the target that failed
+    retry: bool = False  # goes to the front of its key's queue: it already waited its turn
+    control: bool = False  # Ollama load/unload with no prompt: forwarded, never learned from
+
+
+@dataclass(frozen=True, slots=True)
+class Feedback:
+    """What the proxy saw of one reply. None = unknown, never 0."""
+
+    status: int | None  # engine HTTP status; None = never answered (connect failed)
+    ttft_s: float | None
+    duration_s: float | None
+    prompt_tokens: int | None
+    cached_tokens: int | None
+    completion_tokens: int | None
+    engine_load_s: float | None = None
+    engine_prefill_s: float | None = None
+    died_mid_reply: bool = False
+    client_left: bool = False
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status is not None and 200 <= self.status < 300 and not self.died_mid_reply
+
+
+ABANDONED = Feedback(None, None, None, None, None, None)
+"""A lease granted to a request that was cancelled before it could use it."""
+
+
+class SchedError(Exception):
+    """A request the scheduler could not place. `outcome` is its `route` decision (spec §13)."""
+
+    outcome: str = ""
+
+
+class UnknownModel(SchedError):
+    """No backend, up or down, lists the model (404)."""
+
+    outcome = "unknown_model"
+
+
+class Unavailable(SchedError):
+    """Backends list the model but none that serves it is up (503)."""
+
+    outcome = "unavailable"
+
+
+class QueueFull(SchedError):
+    """The fair queue is at its bound (429)."""
+
+    outcome = "queue_full"

@@ -1,0 +1,190 @@
+"""Pure functions: a target's view as of now, with the staleness rule applied (spec §5)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from types import MappingProxyType
+from typing import TypeVar
+
+from pharos.engine.types import (
+    WHOLE_BACKEND,
+    Kind,
+    Load,
+    ModelInfo,
+    Residency,
+    Snapshot,
+)
+from pharos.state.records import BackendRuntime, TargetRecord
+from pharos.state.spec import StateOptions
+from pharos.state.stats import TargetStats
+from pharos.state.view import TargetView
+
+T = TypeVar("T")
+
+
+def fresh(at: float | None, interval_s: float, options: StateOptions, now: float) -> bool:
+    """A round is fresh while it is no older than stale_factor × its interval."""
+    return at is not None and now - at <= options.stale_factor * interval_s
+
+
+def _load_field(snapshot: Snapshot | None, model: str, name: str) -> int | float | None:
+    """The model's own value, else the whole backend's."""
+    if snapshot is None:
+        return None
+    for key in (model, WHOLE_BACKEND):
+        load = snapshot.loads.get(key)
+        if load is not None:
+            value: int | float | None = getattr(load, name)
+            if value is not None:
+                return value
+    return None
+
+
+def _model_info(snapshot: Snapshot | None, model: str) -> ModelInfo | None:
+    if snapshot is None or snapshot.models is None:
+        return None
+    return snapshot.models.get(model)
+
+
+def _either(scraped: T | None, logged: T | None) -> T | None:
+    """A log value counts only where no scraped probe knows the signal."""
+    return logged if scraped is None else scraped
+
+
+def _as_int(value: int | float | None) -> int | None:
+    return None if value is None else int(value)
+
+
+def _as_float(value: int | float | None) -> float | None:
+    return None if value is None else float(value)
+
+
+def residency_of(
+    record: TargetRecord, backend: BackendRuntime, options: StateOptions, now: float
+) -> Residency:
+    observed = backend.observed
+    full_fresh = fresh(observed.full_at, options.full_interval_s, options, now)
+    scraped = _model_info(observed.full, record.model) if full_fresh else None
+    state = Residency.UNKNOWN if scraped is None else scraped.state
+    if state is Residency.UNKNOWN:
+        logged = _model_info(backend.log_snapshot, record.model)
+        if logged is not None:
+            state = logged.state
+    replied = record.reply_loaded_at
+    if replied is not None and (observed.full_at is None or replied > observed.full_at):
+        return Residency.LOADED
+    return state
+
+
+def target_view(
+    record: TargetRecord,
+    backend: BackendRuntime,
+    options: StateOptions,
+    now: float,
+    restored: TargetStats | None,
+) -> TargetView:
+    observed = backend.observed
+    spec = backend.spec
+    full_fresh = fresh(observed.full_at, options.full_interval_s, options, now)
+    fast_fresh = fresh(observed.fast_at, options.fast_interval_s, options, now)
+    full = observed.full if full_fresh else None
+    fast = observed.fast if fast_fresh else None
+    logged = backend.log_snapshot
+    model = record.model
+    info = _model_info(full, model)
+    logged_info = _model_info(logged, model)
+    listed = model in observed.listed
+    stats = record.stats.over(restored)
+    kind = spec.kind if backend.plan is None else backend.plan.kind
+    return TargetView(
+        target_id=record.target_id,
+        key=record.key,
+        backend_url=record.backend_url,
+        model=model,
+        served_model=record.served_model,
+        kind=kind,
+        up=full_fresh and listed and backend.ejected is None and not backend.draining,
+        draining=backend.draining,
+        residency=residency_of(record, backend, options, now),
+        running=_as_int(
+            _either(_load_field(fast, model, "running"), _load_field(logged, model, "running"))
+        ),
+        waiting=_as_int(
+            _either(_load_field(fast, model, "waiting"), _load_field(logged, model, "waiting"))
+        ),
+        capacity=_as_int(
+            _either(_load_field(full, model, "capacity"), _load_field(logged, model, "capacity"))
+        ),
+        kv_usage=_as_float(
+            _either(_load_field(fast, model, "kv_usage"), _load_field(logged, model, "kv_usage"))
+        ),
+        size_bytes=_either(
+            None if info is None else info.size_bytes,
+            None if logged_info is None else logged_info.size_bytes,
+        ),
+        vram_bytes=_either(
+            None if info is None else info.vram_bytes,
+            None if logged_info is None else logged_info.vram_bytes,
+        ),
+        config_capacity=spec.capacity,
+        memory_bytes=spec.memory_bytes,
+        generation=record.generation,
+        prefill_s_per_token=stats.prefill_s_per_token,
+        load_s=stats.load_s,
+        service_s=stats.service_s,
+        last_fast_scrape_at=observed.fast_at,
+    )
+
+
+def _merge_info(old: ModelInfo | None, new: ModelInfo) -> ModelInfo:
+    if old is None:
+        return new
+    return ModelInfo(
+        state=old.state if new.state is Residency.UNKNOWN else new.state,
+        vram_bytes=_either(new.vram_bytes, old.vram_bytes),
+        size_bytes=_either(new.size_bytes, old.size_bytes),
+    )
+
+
+def _merge_load(old: Load | None, new: Load) -> Load:
+    if old is None:
+        return new
+    return Load(
+        running=_either(new.running, old.running),
+        waiting=_either(new.waiting, old.waiting),
+        capacity=_either(new.capacity, old.capacity),
+        kv_usage=_either(new.kv_usage, old.kv_usage),
+    )
+
+
+def accumulate_log(acc: Snapshot | None, line: Snapshot) -> Snapshot:
+    """Fold one log line's values into the feed's snapshot: a newer value replaces an older
+    one for the same model and signal only; everything else holds."""
+    if acc is None:
+        return line
+    models: dict[str, ModelInfo] | None = None
+    if acc.models is not None or line.models is not None:
+        models = dict(acc.models or {})
+        for name, info in (line.models or {}).items():
+            models[name] = _merge_info(models.get(name), info)
+    loads = dict(acc.loads)
+    for key, load in line.loads.items():
+        loads[key] = _merge_load(loads.get(key), load)
+    sources = dict(acc.sources)
+    sources.update(line.sources)
+    return replace(
+        acc,
+        version=_either(line.version, acc.version),
+        models=None if models is None else MappingProxyType(models),
+        loads=MappingProxyType(loads),
+        sources=MappingProxyType(sources),
+        at=_either(line.at, acc.at),
+    )
+
+
+def kind_of(backend: BackendRuntime) -> Kind:
+    return backend.spec.kind if backend.plan is None else backend.plan.kind
+
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})

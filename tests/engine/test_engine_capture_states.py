@@ -1,0 +1,256 @@
+"""Detection and resolve on whole engine states assembled from capture files.
+
+The copies are incomplete (MANIFEST.md): a missing body is not a 404. Each state
+below names where every body comes from; statuses come from that version's
+paths.tsv (a body that exists in one state of a version is the same in every
+state of it: version, props, api_tags). Paths a state doesn't script answer 500
+and are recorded, and the test asserts none was asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import aiohttp
+import pytest
+from engine_server import NO_ANSWER, Reply, serve
+
+from pharos.engine import BackendUnreachable, DetectionFailed, Kind, Residency, detect, resolve
+from pharos.engine.captures import shared_captures
+
+ROOT = shared_captures() / "engines"
+pytestmark = pytest.mark.skipif(not ROOT.is_dir(), reason="no captures (set PHAROS_CAPTURES)")
+
+
+def tsv(rel: str) -> dict[str, Reply]:
+    """Non-200 statuses of a paths.tsv: 404/503 as themselves, 000 as no answer."""
+    out: dict[str, Reply] = {}
+    for line in (ROOT / rel).read_text().splitlines():
+        path, status, *_ = line.split("\t")
+        if status == "000":
+            out[path] = NO_ANSWER
+        elif status != "200":
+            out[path] = Reply(status=int(status))
+    return out
+
+
+@dataclass(frozen=True)
+class State:
+    name: str
+    statuses: str  # the paths.tsv the non-200 answers come from
+    bodies: Mapping[str, str]  # path -> capture file relative to engines/
+    kind: Kind | type[Exception]
+    version: str | None = None
+    loads: Mapping[str, Mapping[str, int | None]] = field(default_factory=dict)
+    residency: Mapping[str, Residency] = field(default_factory=dict)
+
+    def routes(self) -> dict[str, Reply]:
+        routes = tsv(self.statuses)
+        for path, rel in self.bodies.items():
+            routes[path] = Reply(body=(ROOT / rel).read_bytes())
+        return routes
+
+
+STATES = [
+    State(
+        "llama-swap/v185/idle",
+        "llama-swap/v185/cancelled/paths.tsv",
+        {
+            "/running": "llama-swap/v185/idle/running",
+            "/api/version": "llama-swap/v185/idle/api_version",
+            "/v1/models": "llama-swap/v185/idle/v1_models",
+        },
+        Kind.LLAMA_SWAP,
+        "185",
+        residency={"qwen2.5-0.5b": Residency.COLD},
+    ),
+    State(
+        "llama-swap/v185/busy",
+        "llama-swap/v185/cancelled/paths.tsv",
+        {
+            "/running": "llama-swap/v185/busy/running",
+            "/api/version": "llama-swap/v185/idle/api_version",
+            "/v1/models": "llama-swap/v185/busy/v1_models",
+        },
+        Kind.LLAMA_SWAP,
+        "185",
+        residency={"qwen2.5-0.5b": Residency.LOADED},
+    ),
+    State(
+        "llama-swap/v219/saturated",
+        "llama-swap/v219/loaded/paths.tsv",
+        {
+            "/running": "llama-swap/v219/saturated/running",
+            "/api/version": "llama-swap/v219/cancelled/api_version",
+            "/metrics": "llama-swap/v219/loaded/metrics",
+            "/v1/models": "llama-swap/v219/saturated/v1_models",
+        },
+        Kind.LLAMA_SWAP,
+        "219",
+        residency={"qwen2.5-0.5b": Residency.LOADED},
+    ),
+    State(
+        "llama-swap/v260/cold",
+        "llama-swap/v260/idle/paths.tsv",
+        {
+            "/running": "llama-swap/v260/cold/running",
+            "/api/version": "llama-swap/v260/cold/api_version",
+            "/metrics": "llama-swap/v260/cold/metrics",
+            "/models": "llama-swap/v260/idle/models",
+            "/v1/models": "llama-swap/v260/cold/v1_models",
+        },
+        Kind.LLAMA_SWAP,
+        "v260",
+        residency={"qwen2.5-0.5b": Residency.COLD},
+    ),
+    State(
+        "ollama/v0.12.4/loaded",
+        "ollama/v0.12.4/cold/paths.tsv",
+        {
+            "/api/version": "ollama/v0.12.4/cold/api_version",
+            "/api/ps": "ollama/v0.12.4/loaded/api_ps",
+            "/api/tags": "ollama/v0.12.4/cancelled/api_tags",
+            "/v1/models": "ollama/v0.12.4/saturated/v1_models",
+        },
+        Kind.OLLAMA,
+        "0.12.4",
+        residency={"qwen2.5:0.5b": Residency.LOADED},
+    ),
+    State(
+        "llamacpp/b6602/busy",
+        "llamacpp/b6602/busy/paths.tsv",
+        {
+            "/api/tags": "llamacpp/b6602/busy/api_tags",
+            "/props": "llamacpp/b6602/idle/props",
+            "/slots": "llamacpp/b6602/busy/slots",
+            "/metrics": "llamacpp/b6602/busy/metrics",
+            "/models": "llamacpp/b6602/cancelled/models",
+            "/v1/models": "llamacpp/b6602/saturated/v1_models",
+        },
+        Kind.LLAMACPP,
+        "b6602-72b24d96",
+        loads={"": {"running": 2, "waiting": None, "capacity": 2}},
+    ),
+    State(
+        "llamacpp/b6602/saturated",
+        "llamacpp/b6602/saturated/paths.tsv",
+        {"/v1/models": "llamacpp/b6602/saturated/v1_models"},
+        DetectionFailed,
+    ),
+    State(
+        "llamacpp/b7139/busy",
+        "llamacpp/b7139/busy/paths.tsv",
+        {
+            "/api/tags": "llamacpp/b7139/busy/api_tags",
+            "/props": "llamacpp/b7139/loaded/props",
+            "/slots": "llamacpp/b7139/busy/slots",
+            "/metrics": "llamacpp/b7139/busy/metrics",
+            "/models": "llamacpp/b7139/saturated/v1_models",  # b7139 keeps no /models copy
+            "/v1/models": "llamacpp/b7139/saturated/v1_models",
+        },
+        Kind.LLAMACPP,
+        "b7139-923ae3c61",
+        loads={"": {"running": 2, "waiting": None, "capacity": 2}},
+    ),
+    State(
+        "llamacpp/b8772/saturated",
+        "llamacpp/b8772/saturated/paths.tsv",
+        {
+            "/api/tags": "llamacpp/b8772/busy/api_tags",
+            "/props": "llamacpp/b8772/busy/props",
+            "/slots": "llamacpp/b8772/saturated/slots",
+            "/metrics": "llamacpp/b8772/saturated/metrics",
+            "/models": "llamacpp/b8772/idle/models",
+            "/v1/models": "llamacpp/b8772/saturated/v1_models",
+        },
+        Kind.LLAMACPP,
+        "b8772-bafae2765",
+        loads={"": {"running": 2, "waiting": 6, "capacity": 2}},
+    ),
+    State(
+        "llamacpp/v0.5.0/loaded",
+        "llamacpp/v0.5.0/loaded/paths.tsv",
+        {
+            "/props": "llamacpp/v0.5.0/loaded/props",
+            "/slots": "llamacpp/v0.5.0/loaded/slots",
+            "/metrics": "llamacpp/v0.5.0/loaded/metrics",
+            "/models": "llamacpp/v0.5.0/loaded/v1_models",
+            "/v1/models": "llamacpp/v0.5.0/loaded/v1_models",
+        },
+        Kind.LLAMACPP,
+        "b11146-7fe450e19",
+        loads={"": {"running": 0, "waiting": 0, "capacity": 2}},
+    ),
+    State("llamacpp/v0.5.0/loading", "llamacpp/v0.5.0/loading/paths.tsv", {}, DetectionFailed),
+    State(
+        "mlx-lm/v0.31.3/loaded",
+        "mlx-lm/v0.31.3/loaded/paths.tsv",
+        {"/v1/models": "mlx-lm/v0.31.3/loaded/v1_models"},
+        Kind.OPENAI,
+        residency={"mlx-community/Qwen2.5-0.5B-Instruct-4bit": Residency.UNKNOWN},
+    ),
+    # SGLang v0.5.20 kept no paths.tsv: its 404s are borrowed from v0.5.8 (the closest
+    # version that has one); /server_info, /get_model_info, /v1/loads come from v0.5.20.
+    State(
+        "sglang/v0.5.20/busy",
+        "sglang/v0.5.8/loaded/paths.tsv",
+        {
+            "/get_server_info": "sglang/v0.5.20/busy/get_server_info",
+            "/server_info": "sglang/v0.5.20/busy/get_server_info",
+            "/get_model_info": "sglang/v0.5.20/loaded/get_model_info",
+            "/v1/loads": "sglang/v0.5.20/busy/v1_loads",
+            "/api/tags": "sglang/v0.5.20/busy/api_tags",
+            "/metrics": "sglang/v0.5.20/busy/metrics",
+            "/v1/models": "sglang/v0.5.20/busy/v1_models",
+        },
+        Kind.SGLANG,
+        "0.5.20",
+        loads={"": {"capacity": 2}, "qwen2.5-0.5b": {"running": 2, "waiting": 2}},
+        residency={"qwen2.5-0.5b": Residency.UNKNOWN},
+    ),
+    # vLLM: no /version body survived in the copies, so no whole state can be assembled.
+]
+
+
+@pytest.mark.parametrize("state", STATES, ids=[s.name for s in STATES])
+async def test_detect_and_resolve_capture_state(state: State) -> None:
+    assert all((ROOT / rel).is_file() for rel in state.bodies.values())
+    async with serve(state.routes()) as engine, aiohttp.ClientSession() as session:
+        if not isinstance(state.kind, Kind):
+            with pytest.raises(state.kind):
+                await detect(session, engine.base_url, timeout_s=2.0)
+            return
+        assert await detect(session, engine.base_url, timeout_s=2.0) is state.kind
+        plan, snap = await resolve(session, engine.base_url, Kind.AUTO, timeout_s=2.0)
+        assert engine.unexpected == []
+    assert plan.kind is state.kind
+    assert plan.version == state.version == snap.version
+    for key, fields in state.loads.items():
+        for name, value in fields.items():
+            assert getattr(snap.loads.get(key), name, None) == value, (key, name)
+    for model, residency in state.residency.items():
+        assert snap.models is not None and snap.models[model].state is residency
+
+
+async def test_resolve_llamacpp_while_loading_is_unreachable() -> None:
+    state = next(s for s in STATES if s.name == "llamacpp/v0.5.0/loading")
+    async with serve(state.routes()) as engine, aiohttp.ClientSession() as session:
+        with pytest.raises(BackendUnreachable, match="status 503"):
+            await resolve(session, engine.base_url, Kind.LLAMACPP)
+
+
+async def test_resolve_saturated_b6602_keeps_what_answered() -> None:
+    state = next(s for s in STATES if s.name == "llamacpp/b6602/saturated")
+    async with serve(state.routes()) as engine, aiohttp.ClientSession() as session:
+        plan, snap = await resolve(session, engine.base_url, Kind.LLAMACPP, timeout_s=2.0)
+    assert [p.name for p in plan.active] == ["openai-models"]
+    assert plan.dropped["llamacpp-props-version"].startswith("fetch error")
+    assert plan.incomplete
+    assert snap.loads == {}
+
+
+def test_states_cover_every_engine_with_a_capture() -> None:
+    engines = {Path(s.name).parts[0] for s in STATES}
+    assert engines >= {"llama-swap", "ollama", "llamacpp", "mlx-lm", "sglang"}

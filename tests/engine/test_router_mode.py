@@ -1,0 +1,74 @@
+"""Replay of the llama.cpp router-mode probe on our recording of b11312 router mode
+(tests/captures/llamacpp-router/b11312, recorded by tests/live/test_live_router.py) and on
+every single-model llama.cpp capture, where it must read nothing."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pharos.engine.captures import REPO_ROOT, engine_roots
+from pharos.engine.router_mode import ROUTER_PROBES, llamacpp_router_residency
+from pharos.engine.types import ProbeError, Residency, Signal
+
+ROUTER_CAPTURE = REPO_ROOT / "tests" / "captures" / "llamacpp-router" / "b11312"
+
+EXPECTED = {
+    "idle": {"smollm2": Residency.COLD, "gemma3": Residency.COLD},
+    "loading": {"smollm2": Residency.LOADING, "gemma3": Residency.COLD},
+    "loaded": {"smollm2": Residency.LOADED, "gemma3": Residency.COLD},
+    "swapped": {"smollm2": Residency.COLD, "gemma3": Residency.LOADED},
+    "unloaded": {"smollm2": Residency.COLD, "gemma3": Residency.COLD},
+}
+
+
+def test_router_probes_read_residency_from_v1_models() -> None:
+    assert [(p.signal, p.feed.path) for p in ROUTER_PROBES] == [(Signal.RESIDENCY, "/v1/models")]
+
+
+@pytest.mark.parametrize("state", list(EXPECTED))
+def test_residency_per_model_in_each_recorded_state(state: str) -> None:
+    body = (ROUTER_CAPTURE / state / "v1_models").read_bytes()
+    snapshot = llamacpp_router_residency.parse(body)
+    assert snapshot.models is not None
+    assert {name: info.state for name, info in snapshot.models.items()} == EXPECTED[state]
+    assert snapshot.loads == {}
+    assert snapshot.version is None
+
+
+@pytest.mark.parametrize("state", list(EXPECTED))
+def test_models_path_serves_the_same_list(state: str) -> None:
+    """The router answers /models and /v1/models with one handler."""
+    assert (ROUTER_CAPTURE / state / "models").read_bytes() == (
+        ROUTER_CAPTURE / state / "v1_models"
+    ).read_bytes()
+
+
+def _single_model_bodies() -> list[Path]:
+    return sorted(
+        body for root in engine_roots() for body in (root / "llamacpp").glob("*/*/v1_models")
+    )
+
+
+def test_single_model_llamacpp_reads_nothing() -> None:
+    bodies = _single_model_bodies()
+    assert bodies, "no single-model llama.cpp capture found (PHAROS_CAPTURES?)"
+    for body in bodies:
+        snapshot = llamacpp_router_residency.parse(body.read_bytes())
+        assert snapshot.models is None, body
+
+
+def test_unrecorded_status_reads_unknown_and_bad_shapes_raise() -> None:
+    body = (
+        b'{"data":[{"id":"a","status":{"value":"sleeping"}},'
+        b'{"id":"b","status":{"value":"loaded"}}]}'
+    )
+    snapshot = llamacpp_router_residency.parse(body)
+    assert snapshot.models is not None
+    assert snapshot.models["a"].state is Residency.UNKNOWN
+    assert snapshot.models["b"].state is Residency.LOADED
+    with pytest.raises(ProbeError):
+        llamacpp_router_residency.parse(b'{"data":[{"id":"a","status":"loaded"}]}')
+    with pytest.raises(ProbeError):
+        llamacpp_router_residency.parse(b"<html>")

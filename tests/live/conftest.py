@@ -1,0 +1,184 @@
+"""Layer 4: real engines (spec §14). Every test here is marked `live`, so the default run
+(`addopts -m 'not live'`) deselects them; run them with `pytest -m live tests/live`.
+
+The engines come from the engine cache that `bash scripts/engines/install-all.sh` fills.
+A missing engine FAILS the test with the script to run: CI installs first, and a live
+run that silently skipped would prove nothing.
+
+PHAROS_RECORD=1 writes the captures into tests/captures/ (commit-worthy):
+engines/<engine>/<version>/ (the layout of the shared captures, which the engine replay
+tests walk) and llamacpp-router/<version>/; otherwise they go to a temporary directory. PHAROS_LIVE_ENGINES=llamacpp,vllm,llamacpp-router picks engines.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import platform
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from live_capture import (
+    LLAMACPP_GAUGE,
+    VLLM_GAUGE,
+    CaptureResult,
+    Driver,
+    StateGauge,
+    copy_log_if_clean,
+    engine_version,
+)
+from live_checks import LiveCapture, Observed
+from live_engines import (
+    REPO_ROOT,
+    EngineMissing,
+    RunningEngine,
+    gemma_gguf,
+    require,
+    smollm2_gguf,
+    start_llamacpp,
+    start_llamacpp_router,
+    start_vllm,
+)
+from live_router import RouterCapture, capture_router
+
+from pharos.engine import Kind, resolve, scrape
+
+LIVE_DIR = Path(__file__).parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if LIVE_DIR in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.live)
+
+
+def selected(engine: str) -> bool:
+    wanted = os.environ.get("PHAROS_LIVE_ENGINES")
+    return wanted is None or engine in {e.strip() for e in wanted.split(",")}
+
+
+@pytest.fixture(scope="session")
+def capture_root() -> Iterator[Path]:
+    if os.environ.get("PHAROS_RECORD") == "1":
+        yield REPO_ROOT / "tests" / "captures"
+        return
+    with tempfile.TemporaryDirectory(prefix="pharos-live-") as tmp:
+        yield Path(tmp)
+
+
+@pytest.fixture(scope="session")
+def engine_logs() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="pharos-engine-logs-") as tmp:
+        yield Path(tmp)
+
+
+async def _capture(engine: RunningEngine, gauge: StateGauge, root: Path) -> CaptureResult:
+    async with aiohttp.ClientSession() as session:
+
+        async def observe(_state: str) -> Observed:
+            plan, resolved = await resolve(session, engine.base_url, Kind.AUTO)
+            scraped = await scrape(plan, session, engine.base_url, timeout_s=5.0)
+            return Observed(plan, resolved, scraped)
+
+        version = await engine_version(session, engine.name, engine.base_url)
+        driver = Driver(
+            session,
+            engine=engine.name,
+            base_url=engine.base_url,
+            model=engine.model,
+            gauge=gauge,
+            version=version,
+            out_root=root / "engines",
+            meta={"model": "SmolLM2-135M-Instruct Q4_1", "start": " ".join(_argv(engine))},
+            observe=observe,
+        )
+        return await driver.run()
+
+
+def _argv(engine: RunningEngine) -> list[str]:
+    """The start command without the machine's paths or the random port."""
+    shown = []
+    for arg in engine.argv:
+        shown.append(Path(arg).name if arg.startswith("/") else arg)
+    if "--port" in shown:
+        shown[shown.index("--port") + 1] = "PORT"
+    return shown
+
+
+def _live(
+    engine_name: str, start: Any, gauge: StateGauge, root: Path, logs: Path
+) -> Iterator[LiveCapture]:
+    if not selected(engine_name):
+        pytest.skip(f"PHAROS_LIVE_ENGINES excludes {engine_name}")
+    try:
+        engine = start(logs)
+    except EngineMissing as missing:
+        pytest.fail(str(missing), pytrace=False)
+    try:
+        result = asyncio.run(_capture(engine, gauge, root))
+    finally:
+        engine.stop()  # the tests read the capture; the engine's cores go to the next one
+    copy_log_if_clean(engine.log_path, result.out_dir)
+    yield LiveCapture(engine, result)
+
+
+@pytest.fixture(scope="session")
+def llamacpp(capture_root: Path, engine_logs: Path) -> Iterator[LiveCapture]:
+    yield from _live("llamacpp", start_llamacpp, LLAMACPP_GAUGE, capture_root, engine_logs)
+
+
+@pytest.fixture(scope="session")
+def vllm(capture_root: Path, engine_logs: Path) -> Iterator[LiveCapture]:
+    yield from _live("vllm", start_vllm, VLLM_GAUGE, capture_root, engine_logs)
+
+
+@pytest.fixture(scope="session")
+def llamacpp_router(
+    capture_root: Path, engine_logs: Path
+) -> Iterator[tuple[RunningEngine, RouterCapture]]:
+    """Router mode over a models dir of two symlinked GGUFs (smollm2, gemma3), --models-max 1."""
+    if not selected("llamacpp-router"):
+        pytest.skip("PHAROS_LIVE_ENGINES excludes llamacpp-router")
+    try:
+        require([smollm2_gguf(), gemma_gguf()], "fetch-models.sh")
+    except EngineMissing as missing:
+        pytest.fail(str(missing), pytrace=False)
+    with tempfile.TemporaryDirectory(prefix="pharos-router-models-") as tmp:
+        models = Path(tmp)
+        (models / "smollm2.gguf").symlink_to(smollm2_gguf())
+        (models / "gemma3.gguf").symlink_to(gemma_gguf())
+        try:
+            engine = start_llamacpp_router(models, engine_logs)
+        except EngineMissing as missing:
+            pytest.fail(str(missing), pytrace=False)
+        try:
+            result = asyncio.run(_capture_router(engine, capture_root))
+        finally:
+            engine.stop()
+    yield engine, result
+
+
+async def _capture_router(engine: RunningEngine, root: Path) -> RouterCapture:
+    async with aiohttp.ClientSession() as session:
+
+        async def observe(_state: str) -> Observed:
+            plan, resolved = await resolve(session, engine.base_url, Kind.AUTO)
+            scraped = await scrape(plan, session, engine.base_url, timeout_s=5.0)
+            return Observed(plan, resolved, scraped)
+
+        version = await engine_version(session, engine.name, engine.base_url)
+        meta = {
+            "engine": "llamacpp-router",
+            "version": version,
+            "models": "smollm2 (SmolLM2-135M-Instruct Q4_1), gemma3 (gemma-3-270m Q4_K_M)",
+            "captured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "command": "PHAROS_RECORD=1 .venv/bin/pytest -m live tests/live/test_live_router.py",
+            "start": " ".join(_argv(engine)),
+            "host": f"{platform.system()}/{platform.machine()}",
+        }
+        return await capture_router(session, engine.base_url, root, version, meta, observe)

@@ -1,0 +1,99 @@
+"""A fake TargetSource and helpers for scheduler tests (unique module name: no test packages)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+from pharos.engine.types import Kind, Residency
+from pharos.sched import Feedback
+from pharos.state.view import TargetView
+
+GB = 1_000_000_000
+
+
+def make_view(
+    target_id: int, model: str = "m", backend: str | None = None, **kw: Any
+) -> TargetView:
+    """A warm, up target with 2 engine-reported slots and nothing else known."""
+    url = backend if backend is not None else f"http://b{target_id}"
+    fields: dict[str, Any] = {
+        "target_id": target_id,
+        "key": f"{url} {model}",
+        "backend_url": url,
+        "model": model,
+        "served_model": model,
+        "kind": Kind.LLAMACPP,
+        "up": True,
+        "draining": False,
+        "residency": Residency.LOADED,
+        "running": None,
+        "waiting": None,
+        "capacity": 2,
+        "kv_usage": None,
+        "size_bytes": None,
+        "vram_bytes": None,
+        "config_capacity": None,
+        "memory_bytes": None,
+        "generation": 1,
+        "prefill_s_per_token": 0.001,
+        "load_s": 8.0,
+        "service_s": 4.0,
+        "last_fast_scrape_at": None,
+    }
+    fields.update(kw)
+    return TargetView(**fields)
+
+
+class FakeTargets:
+    """In-memory TargetSource: tests edit `views` and read what was observed."""
+
+    def __init__(self) -> None:
+        self.views: dict[int, TargetView] = {}
+        self.listed: set[str] = set()
+        self.observed: list[tuple[int, float | None, float | None, float | None]] = []
+        self.succeeded: list[tuple[int, float]] = []
+
+    def add(self, view: TargetView) -> TargetView:
+        self.views[view.target_id] = view
+        self.listed.add(view.model)
+        return view
+
+    def update(self, target_id: int, **kw: Any) -> None:
+        self.views[target_id] = dataclasses.replace(self.views[target_id], **kw)
+
+    def targets_for_model(self, model: str, now: float) -> Sequence[TargetView]:
+        return [v for v in self.views.values() if v.model == model]
+
+    def targets_of_backend(self, backend_url: str, now: float) -> Sequence[TargetView]:
+        return [v for v in self.views.values() if v.backend_url == backend_url]
+
+    def model_listed(self, model: str) -> bool:
+        return model in self.listed
+
+    def observe(
+        self,
+        target_id: int,
+        *,
+        prefill_s_per_token: float | None = None,
+        load_s: float | None = None,
+        service_s: float | None = None,
+    ) -> None:
+        self.observed.append((target_id, prefill_s_per_token, load_s, service_s))
+
+    def reply_succeeded(self, target_id: int, now: float) -> None:
+        self.succeeded.append((target_id, now))
+
+
+def ok(**kw: Any) -> Feedback:
+    fields: dict[str, Any] = {
+        "status": 200,
+        "ttft_s": 0.5,
+        "duration_s": 3.0,
+        "prompt_tokens": None,
+        "cached_tokens": None,
+        "completion_tokens": 10,
+    }
+    fields.update(kw)
+    return Feedback(**fields)
