@@ -1,4 +1,4 @@
-"""Routing decision cost with 64 mixed candidates (spec §15: p99 < 100 µs). Reported, never asserted.
+"""Routing decision time, 64 mixed candidates (spec §15: p99 < 100 µs). Reported, not asserted.
 
 Run: .venv/bin/python benchmarks/bench_policy.py
 """
@@ -56,7 +56,8 @@ def main() -> None:
             pick(request, candidates, DEFAULT_CONFIG)
             samples.append(time.perf_counter_ns() - start)
         samples.sort()
-        print(f"bench {label} p50_us={percentile(samples, 0.5):.1f} p99_us={percentile(samples, 0.99):.1f}")
+        p50, p99 = percentile(samples, 0.5), percentile(samples, 0.99)
+        print(f"bench {label} p50_us={p50:.1f} p99_us={p99:.1f}")
 
 
 if __name__ == "__main__":

@@ -46,7 +46,9 @@ def only_score(c: Candidate, prompt_tokens: int = 1000, config: PolicyConfig = D
         (0, 0, 0, 3.0, 3.0),  # a capacity of 0 counts as 1, never a division by zero
     ],
 )
-def test_wait_term(free_slots: int, queue_ahead: int, capacity: int, service_s: float, wait_s: float):
+def test_wait_term(
+    free_slots: int, queue_ahead: int, capacity: int, service_s: float, wait_s: float
+):
     c = cand(free_slots=free_slots, queue_ahead=queue_ahead, capacity=capacity, service_s=service_s)
     assert only_score(c)[3] == pytest.approx(wait_s)
 

@@ -110,7 +110,8 @@ async def test_engine_running_counts_clients_that_bypass_us(
     sched.kick()  # a scrape round saw a slot free
     await asyncio.sleep(0)
     assert task.done()
-    assert task.result().queue_outcome == "immediate"  # no clock time passed
+    assert task.result().queue_outcome == "waited"
+    assert task.result().queue_wait_s == 0.0  # no clock time passed
     assert sched.inflight(1) == 1
 
 
@@ -270,7 +271,7 @@ async def test_cold_load_that_would_evict_a_busy_model_waits_until_it_is_evictab
     lease = task.result()
     assert lease.target.target_id == 2
     assert lease.candidate.fits_if_cold is True
-    assert lease.queue_outcome == "immediate"  # the fake clock never moved
+    assert lease.queue_outcome == "waited"
 
 
 @pytest.mark.parametrize(
@@ -337,3 +338,32 @@ async def test_least_load_policy_is_selectable(new_sched, targets: FakeTargets):
     b = await sched.acquire("k", 1, req(seed=0))
     assert {a.target.target_id, b.target.target_id} == {1, 2}
     assert a.route_outcome == "least_loaded"
+
+
+async def test_queue_wait_is_measured_on_the_injected_clock(
+    sched: Scheduler, targets: FakeTargets, clock: FakeClock
+):
+    targets.add(make_view(1, capacity=1))
+    lease = await sched.acquire("k", 1, req())
+    task = asyncio.ensure_future(sched.acquire("k", 1, req()))
+    await asyncio.sleep(0)
+    clock.advance(1.5)
+    lease.release(ok())
+    await asyncio.sleep(0)
+    assert task.result().queue_wait_s == 1.5
+    assert task.result().queue_outcome == "waited"
+
+
+async def test_a_new_request_does_not_overtake_waiters_for_an_engine_freed_slot(
+    sched: Scheduler, targets: FakeTargets, clock: FakeClock
+):
+    targets.add(make_view(1, capacity=1, running=1, last_fast_scrape_at=clock.now()))
+    waiter = asyncio.ensure_future(sched.acquire("k", 1, req(seed=1)))
+    await asyncio.sleep(0)
+    targets.update(1, running=0)  # the engine's slot freed; no kick yet
+    newcomer = asyncio.ensure_future(sched.acquire("k", 1, req(seed=2)))
+    for _ in range(3):
+        await asyncio.sleep(0)
+    assert waiter.done() and not newcomer.done()
+    newcomer.cancel()
+    await asyncio.sleep(0)

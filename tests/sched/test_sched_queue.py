@@ -144,6 +144,7 @@ async def test_a_waiter_lands_on_a_different_target_when_that_one_got_better(
     await settle()
     assert task.done()
     assert task.result().target.target_id == 2
+    assert task.result().queue_outcome == "waited"
 
 
 async def test_herding_onto_a_cached_target_spills_over(

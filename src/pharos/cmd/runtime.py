@@ -21,10 +21,11 @@ from aiohttp import web
 from pharos.clock import Clock, SystemClock
 from pharos.cmd.wiring import backend_specs, key_entries
 from pharos.config import Config, usage_zone
+from pharos.discovery import open_log_feed
 from pharos.config.reload import restart_needed
 from pharos.obs.service import Observability
 from pharos.peer.statefile import StateSnapshot, TargetStatsRecord
-from pharos.prefix import PrefixIndex, Source
+from pharos.prefix import PrefixEntry, PrefixIndex, Source
 from pharos.proxy.app import Flags, Proxy, ProxyOptions
 from pharos.proxy.auth import KeyTable
 from pharos.sched import Scheduler
@@ -32,6 +33,8 @@ from pharos.state import BackendSpec, State, StateOptions, StatRecord
 from pharos.usage import UsageBook
 
 log = logging.getLogger("pharos")
+
+RESTORE_SLICE_ENTRIES = 2000
 
 
 @dataclass(frozen=True)
@@ -83,7 +86,7 @@ class Pharos:
             origin=self.options.origin,
             retention_days=config.usage.retention_days,
         )
-        self.prefix = PrefixIndex(cap_entries=self.options.prefix_cap_entries)
+        self.prefix = PrefixIndex(cap_entries=self.options.prefix_cap_entries, clock=self.clock)
         self.obs: Observability | None = None
         self.state = State(
             self.clock,
@@ -91,6 +94,7 @@ class Pharos:
             self.options.state,
             on_round=self._on_round,
             on_decision=self._on_decision,
+            open_log_feed=open_log_feed,
         )
         self.sched = Scheduler(
             self.state, self.prefix, self.clock, policy=config.policy.value
@@ -143,9 +147,14 @@ class Pharos:
 
     # ---- snapshots: the state file (and later peers) restore through the same merges ----
 
-    def snapshot(self) -> StateSnapshot:
+    async def snapshot(self) -> StateSnapshot:
+        """A snapshot built in slices: a full prefix index takes ~1 s to export in one go."""
+        prefix: list[PrefixEntry] = []
+        for batch in self.prefix.export_batches(self.state.key_of, self.state.generation_of):
+            prefix.extend(batch)
+            await asyncio.sleep(0)
         return StateSnapshot(
-            prefix=self.prefix.export(self.state.key_of),
+            prefix=prefix,
             cells=self.usage.export_snapshot(),
             stats=[
                 TargetStatsRecord(r.key, r.prefill_s_per_token, r.load_s, r.service_s)
@@ -153,9 +162,15 @@ class Pharos:
             ],
         )
 
-    def restore(self, snapshot: StateSnapshot) -> None:
-        self.usage.merge(snapshot.cells)
-        self.prefix.restore(snapshot.prefix, self.state.target_id_of, self.state.generation_of)
+    async def restore(self, snapshot: StateSnapshot) -> None:
+        """Merge a snapshot (state file or peer) in slices, oldest prefix entries first."""
+        await self.usage.merge_in_slices(snapshot.cells)
+        entries = snapshot.prefix
+        for end in range(len(entries), 0, -RESTORE_SLICE_ENTRIES):
+            start = max(0, end - RESTORE_SLICE_ENTRIES)
+            self.prefix.restore(entries[start:end], self.state.target_id_of,
+                                self.state.generation_of)
+            await asyncio.sleep(0)
         self.state.restore_stats(
             [StatRecord(r.target_key, r.prefill_s_per_token, r.load_s, r.service_s)
              for r in snapshot.stats]

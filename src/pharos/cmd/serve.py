@@ -173,14 +173,14 @@ async def _restore(pharos: Pharos, path: str) -> None:
         log.info("no state file at %s yet; it is written every %.0fs", path,
                  STATE_FILE_INTERVAL_S)
         return
-    pharos.restore(snapshot)
+    await pharos.restore(snapshot)
     log.info("restored %d usage cells, %d prefix entries and %d target stats from %s",
              len(snapshot.cells), len(snapshot.prefix), len(snapshot.stats), path)
 
 
 async def _save(pharos: Pharos, path: str) -> None:
     try:
-        await write_state_file_async(path, pharos.snapshot())
+        await write_state_file_async(path, await pharos.snapshot())
     except OSError as err:
         log.error("could not write the state file %s: %s", path, err)
 

@@ -69,7 +69,7 @@ class _LiveGauges(Collector):
                                     labels=["target"])
         for view in self._state.all_targets(self._now()):
             inflight.add_metric([view.key], float(self._sched.inflight(view.target_id)))
-            cluster.add_metric([view.key], float(self._sched.inflight_cluster(view.target_id)))
+            cluster.add_metric([view.key], float(self._sched.inflight_cluster(view.target_id, view.key)))
             missing = sum(
                 value is None
                 for value in (view.running, view.waiting, view.capacity, view.kv_usage)

@@ -110,7 +110,7 @@ def build_page(
             "full_age": _age(status.full_round_age_s), "fast_age": _age(status.fast_round_age_s),
             "down_reason": status.ejected or status.down_reason,
             "log_feed": status.log_feed, "log_feed_up": status.log_feed_up,
-            "probes": state.probe_rows(status.url),
+            "probes": status.probes,
             "dropped": sorted(status.dropped_probes.items()),
         })
     targets = []
@@ -123,7 +123,7 @@ def build_page(
                 f"{view.config_capacity} (config)" if view.config_capacity is not None else None),
             "kv": None if view.kv_usage is None else f"{view.kv_usage:.0%}",
             "inflight": sched.inflight(view.target_id),
-            "inflight_cluster": sched.inflight_cluster(view.target_id),
+            "inflight_cluster": sched.inflight_cluster(view.target_id, view.key),
             "prefill": _num(view.prefill_s_per_token), "load": _num(view.load_s),
             "service": _num(view.service_s),
         })

@@ -1,8 +1,9 @@
 """Bounded LRU index: prefix hash -> up to 4 targets that recently served it (spec §6).
 
 Memory: one OrderedDict[int, bytes]; a value packs its slots as 17-byte records
-(last_used_s float64, target_id uint32, generation uint32, source uint8), about
-200 B per one-slot entry all-in, so 200k entries stay well under the 120 MB RSS
+(last_used_s float64, target_id uint32, generation uint32, source uint8): measured
+~190 B per one-slot entry and ~240 B per four-slot entry all-in, so a full 200k
+index keeps process RSS near 75 MB (benchmarks/bench_prefix.py), under the 120 MB
 budget. No prompt text is stored, only 64-bit hashes.
 
 Times inside the index are the caller's monotonic seconds. Peers and snapshots

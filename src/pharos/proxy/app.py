@@ -105,7 +105,6 @@ class Proxy:
         app.router.add_get("/api/ps", self._guarded(self._ollama_ps))
         app.router.add_post("/api/show", self._guarded(self._ollama_show))
         app.router.add_get("/api/version", self._ollama_version)
-        app.router.add_route("HEAD", "/", self._ollama_root)
         app.router.add_get("/", self._ollama_root)
         app.router.add_route("*", "/api/{rest:.*}", self._ollama_unsupported)
         app.router.add_get("/healthz", self._healthz)

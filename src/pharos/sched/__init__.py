@@ -2,7 +2,8 @@
 
 from pharos.sched.gauges import PEER_SILENCE_S, Gauges
 from pharos.sched.learning import Dispatch, PrefixOutcome
-from pharos.sched.scheduler import DEFAULT_CAPACITY, DEFAULT_QUEUE_LIMIT, Lease, Scheduler
+from pharos.sched.lease import Lease
+from pharos.sched.scheduler import DEFAULT_CAPACITY, DEFAULT_QUEUE_LIMIT, Scheduler
 from pharos.sched.types import (
     Feedback,
     PrefixStore,

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from pharos.engine.types import Residency
 from pharos.policy import Candidate
+from pharos.prefix import Match
 from pharos.state.view import TargetView
+
+BYTES_PER_TOKEN = 4
 
 
 def engine_counts_fresh(view: TargetView, last_reply_end_at: float | None) -> bool:
@@ -25,14 +28,6 @@ def occupied(view: TargetView, cluster_inflight: int, fresh: bool) -> int:
     if fresh and running is not None and running > cluster_inflight:
         return running
     return cluster_inflight
-
-
-def warm_of(residency: Residency) -> bool | None:
-    if residency is Residency.LOADED:
-        return True
-    if residency is Residency.UNKNOWN:
-        return None
-    return False
 
 
 def fits_if_cold(view: TargetView, others: Iterable[tuple[TargetView, int]]) -> bool | None:
@@ -60,49 +55,91 @@ def fits_if_cold(view: TargetView, others: Iterable[tuple[TargetView, int]]) -> 
     return size <= memory - held_bytes
 
 
-def capacity_of(view: TargetView) -> int | None:
-    """Slots from the engine, else from config; None = unknown (the fallback applies)."""
-    if view.capacity is not None and view.capacity > 0:
-        return view.capacity
-    if view.config_capacity is not None and view.config_capacity > 0:
-        return view.config_capacity
-    return None
-
-
-def build_candidate(
-    view: TargetView,
+def build_candidates(
+    views: Sequence[TargetView],
     *,
-    occupancy: int,
-    fresh: bool,
+    local_inflight: Mapping[int, int],
+    peer_inflight: Mapping[str, int],
+    last_reply_end: Mapping[int, float],
     router_waiting: int,
-    matched_tokens: int,
+    matches: Mapping[int, Match],
     default_capacity: int,
-    fits: bool | None,
-) -> Candidate:
-    """`router_waiting`: waiters for the model on every instance, not counting this request."""
-    engine_waiting = view.waiting if fresh else None
-    capacity = capacity_of(view)
-    if capacity is None:
-        capacity = default_capacity
-        saturated = engine_waiting is not None and engine_waiting > 0
-        free = 0 if saturated else max(0, capacity - occupancy)
-    else:
-        free = max(0, capacity - occupancy)
-    queue_ahead = router_waiting + (engine_waiting if engine_waiting is not None else 0)
-    residency = view.residency
-    warm = warm_of(residency)
-    loading = residency is Residency.LOADING or (warm is False and occupancy > 0)
-    return Candidate(
-        target_id=view.target_id,
-        capacity=capacity,
-        free_slots=free,
-        queue_ahead=queue_ahead,
-        warm=warm,
-        kv_usage=view.kv_usage,
-        matched_tokens=matched_tokens,
-        prefill_s_per_token=view.prefill_s_per_token,
-        load_s=view.load_s,
-        service_s=view.service_s,
-        fits_if_cold=fits,
-        loading=loading,
+    fits_of: Callable[[TargetView], bool | None],
+) -> tuple[list[Candidate], bool]:
+    """Candidates for every view, and whether any has a free slot (spec §7, §8).
+
+    - occupancy: max(ours + live peers', the engine's Running if known and fresh)
+    - capacity: the engine's, else config's, else `default_capacity`, saturated when the
+      engine reports waiters
+    - warm: residency LOADED; None when the engine does not report residency
+    - loading: residency LOADING, or a cold target with requests in flight
+    - queue ahead: router waiters (all instances) + the engine's fresh Waiting
+    - `fits_of` is asked only about idle cold targets
+
+    One inlined loop: it runs for every acquire and queue re-run, over up to 64 targets.
+    """
+    candidates: list[Candidate] = []
+    append = candidates.append
+    any_free = False
+    loaded, unknown, loading_state, cold = (
+        Residency.LOADED,
+        Residency.UNKNOWN,
+        Residency.LOADING,
+        Residency.COLD,
     )
+    for view in views:
+        target_id = view.target_id
+        occupancy = local_inflight.get(target_id, 0)
+        if peer_inflight:
+            occupancy += peer_inflight.get(view.key, 0)
+        ended_at = last_reply_end.get(target_id)
+        scraped_at = view.last_fast_scrape_at
+        fresh = ended_at is None or (scraped_at is not None and ended_at < scraped_at)
+        engine_waiting = None
+        if fresh:
+            running = view.running
+            if running is not None and running > occupancy:
+                occupancy = running
+            engine_waiting = view.waiting
+        capacity = view.capacity
+        if capacity is None or capacity < 1:
+            capacity = view.config_capacity
+        if capacity is None or capacity < 1:
+            capacity = default_capacity
+            if engine_waiting is not None and engine_waiting > 0:
+                free = 0
+            else:
+                free = capacity - occupancy if occupancy < capacity else 0
+        else:
+            free = capacity - occupancy if occupancy < capacity else 0
+        residency = view.residency
+        if residency is loaded:
+            warm: bool | None = True
+            loading = False
+        elif residency is unknown:
+            warm = None
+            loading = False
+        else:
+            warm = False
+            loading = residency is loading_state or occupancy > 0
+        fits = fits_of(view) if residency is cold and occupancy == 0 else None
+        match = matches.get(target_id) if matches else None
+        if free > 0:
+            any_free = True
+        append(
+            Candidate(
+                target_id,
+                capacity,
+                free,
+                router_waiting if engine_waiting is None else router_waiting + engine_waiting,
+                warm,
+                view.kv_usage,
+                0 if match is None else match.matched_bytes // BYTES_PER_TOKEN,
+                view.prefill_s_per_token,
+                view.load_s,
+                view.service_s,
+                fits,
+                loading,
+            )
+        )
+    return candidates, any_free

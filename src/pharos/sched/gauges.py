@@ -50,6 +50,17 @@ class PeerGauges:
             return 0
         return sum(max(0, g.waiting.get(model, 0)) for g in self._live(now))
 
+    def inflight_by_key(self, now: float) -> dict[str, int]:
+        """Live peers' in-flight summed per target key (a fresh dict; empty without peers)."""
+        if not self._reports:
+            return {}
+        inflight: dict[str, int] = {}
+        for g in self._live(now):
+            for key, n in g.inflight.items():
+                if n > 0:
+                    inflight[key] = inflight.get(key, 0) + n
+        return inflight
+
     def totals(self, now: float) -> Gauges:
         """Every live origin's counts summed: what routing counts from peers right now."""
         inflight: dict[str, int] = {}

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from pharos.policy import Candidate
+from pharos.sched.candidates import BYTES_PER_TOKEN
 from pharos.sched.types import Feedback
 
 MIN_UNCACHED_TOKENS = 256
@@ -17,8 +18,6 @@ MIN_UNCACHED_TOKENS = 256
 
 MIN_LOAD_S = 0.010
 """An engine-reported load under 10 ms loaded nothing: residency was a scrape behind."""
-
-BYTES_PER_TOKEN = 4
 
 PrefixOutcome = Literal["predicted_hit", "wrong_prediction", "unpredicted_hit", "miss", "unknown"]
 

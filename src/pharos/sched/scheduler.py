@@ -7,14 +7,13 @@ between them), which the event loop makes atomic.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from pharos.clock import Clock
-from pharos.engine.types import Residency
-from pharos.policy import DEFAULT_CONFIG, POLICIES, Candidate, Decision, PolicyConfig, RouteReq
+from pharos.policy import DEFAULT_CONFIG, POLICIES, PolicyConfig, RouteReq
 from pharos.prefix import Match, PrefixOp
 from pharos.sched.candidates import (
-    build_candidate,
+    build_candidates,
     engine_counts_fresh,
     fits_if_cold,
     occupied,
@@ -22,23 +21,15 @@ from pharos.sched.candidates import (
 from pharos.sched.fairqueue import FairQueue, Waiter
 from pharos.sched.gauges import Gauges, PeerGauges
 from pharos.sched.learning import (
-    BYTES_PER_TOKEN,
-    Dispatch,
     PrefixAction,
-    PrefixOutcome,
-    dispatch_of,
-    load_outcome,
-    predicted_tokens,
     prefix_action,
-    prefix_outcome,
     samples_from,
 )
+from pharos.sched.lease import Lease
 from pharos.sched.types import (
-    ABANDONED,
     Feedback,
     PrefixStore,
     QueueFull,
-    QueueOutcome,
     RouteRequest,
     TargetSource,
     Unavailable,
@@ -48,83 +39,6 @@ from pharos.state.view import TargetView
 
 DEFAULT_QUEUE_LIMIT = 1000
 DEFAULT_CAPACITY = 2
-
-
-class Lease:
-    """One slot on one target, held from dispatch until the reply ends."""
-
-    __slots__ = (
-        "_released",
-        "_scheduler",
-        "candidate",
-        "decision",
-        "predicted",
-        "queue_wait_s",
-        "request",
-        "target",
-    )
-
-    def __init__(
-        self,
-        scheduler: Scheduler,
-        target: TargetView,
-        candidate: Candidate,
-        decision: Decision,
-        request: RouteRequest,
-        predicted: Match | None,
-        queue_wait_s: float,
-    ) -> None:
-        self._scheduler = scheduler
-        self._released = False
-        self.target = target
-        self.candidate = candidate  # what the policy saw of the target
-        self.decision = decision
-        self.request = request
-        self.predicted = predicted  # the prefix index's match on this target, if any
-        self.queue_wait_s = queue_wait_s
-
-    @property
-    def route_outcome(self) -> str:
-        """The `route` decision stage: why this target won."""
-        return self.decision.why
-
-    @property
-    def queue_outcome(self) -> QueueOutcome:
-        return "waited" if self.queue_wait_s > 0 else "immediate"
-
-    @property
-    def dispatch(self) -> Dispatch:
-        return dispatch_of(self.candidate)
-
-    @property
-    def predicted_tokens(self) -> int | None:
-        return predicted_tokens(None if self.predicted is None else self.predicted.matched_bytes)
-
-    def load_outcome(self, feedback: Feedback) -> str | None:
-        """The `load` decision stage: cold_start, unexpected_load, control or None."""
-        return load_outcome(self.dispatch, feedback, control=self.request.control)
-
-    def prefix_outcome(self, feedback: Feedback) -> PrefixOutcome:
-        """The `prefix` decision stage: the prediction against the engine's cached tokens."""
-        return prefix_outcome(self.predicted_tokens, feedback.cached_tokens)
-
-    @property
-    def released(self) -> bool:
-        return self._released
-
-    def release(self, feedback: Feedback) -> None:
-        """Free the slot, learn from the reply, serve the queue. A second call is a no-op."""
-        if self._released:
-            return
-        self._released = True
-        self._scheduler._release(self, feedback)
-
-    def _abandon(self) -> None:
-        """Give back a slot granted to a request that was cancelled before it could use it."""
-        if self._released:
-            return
-        self._released = True
-        self._scheduler._release(self, ABANDONED, used=False)
 
 
 class Scheduler:
@@ -172,6 +86,8 @@ class Scheduler:
         Raises UnknownModel / Unavailable when no up backend serves the model, QueueFull when
         the queue is at its bound. Cancellation while waiting leaves the queue.
         """
+        if self._queue.waiting_for(request.model):
+            self._serve()  # a slot the engine freed since the last kick goes to waiters first
         now = self._clock.now()
         lease, _ = self._try(request, now, queued_since=None)
         if lease is not None:
@@ -187,7 +103,7 @@ class Scheduler:
             if future.done() and not future.cancelled() and future.exception() is None:
                 result = future.result()
                 if isinstance(result, Lease):
-                    result._abandon()
+                    result.abandon()
             else:
                 self._queue.remove(waiter)
             raise
@@ -218,33 +134,26 @@ class Scheduler:
         )
         if queued_since is not None:
             router_waiting -= 1
-        candidates: list[Candidate] = []
         backend_occupancy: dict[str, list[tuple[TargetView, int]]] = {}
-        any_free = False
-        for view in usable:
-            fresh = engine_counts_fresh(view, self._last_reply_end.get(view.target_id))
-            occupancy = occupied(view, self._cluster_inflight(view, now), fresh)
-            fits = None
-            if view.residency is Residency.COLD and occupancy == 0:
-                others = backend_occupancy.get(view.backend_url)
-                if others is None:
-                    others = backend_occupancy[view.backend_url] = self._backend_occupancy(
-                        view.backend_url, now
-                    )
-                fits = fits_if_cold(view, others)
-            match = matches.get(view.target_id)
-            candidate = build_candidate(
-                view,
-                occupancy=occupancy,
-                fresh=fresh,
-                router_waiting=router_waiting,
-                matched_tokens=0 if match is None else match.matched_bytes // BYTES_PER_TOKEN,
-                default_capacity=self._default_capacity,
-                fits=fits,
-            )
-            if candidate.free_slots > 0:
-                any_free = True
-            candidates.append(candidate)
+
+        def fits_of(view: TargetView) -> bool | None:
+            others = backend_occupancy.get(view.backend_url)
+            if others is None:
+                others = backend_occupancy[view.backend_url] = self._backend_occupancy(
+                    view.backend_url, now
+                )
+            return fits_if_cold(view, others)
+
+        candidates, any_free = build_candidates(
+            usable,
+            local_inflight=self._local,
+            peer_inflight=self._peers.inflight_by_key(now),
+            last_reply_end=self._last_reply_end,
+            router_waiting=router_waiting,
+            matches=matches,
+            default_capacity=self._default_capacity,
+            fits_of=fits_of,
+        )
         decision = self._pick(
             RouteReq(prompt_tokens=request.prompt_tokens, seed=request.seed),
             candidates,
@@ -257,13 +166,14 @@ class Scheduler:
         self._local[view.target_id] = self._local.get(view.target_id, 0) + 1
         self._keys[view.target_id] = view.key
         lease = Lease(
-            self,
+            self._release,
             view,
             candidates[index],
             decision,
             request,
             matches.get(view.target_id),
             0.0 if queued_since is None else max(0.0, now - queued_since),
+            queued_since is not None,
         )
         return lease, True
 
@@ -320,7 +230,7 @@ class Scheduler:
 
     # ---- release and learning -------------------------------------------------------------
 
-    def _release(self, lease: Lease, feedback: Feedback, *, used: bool = True) -> None:
+    def _release(self, lease: Lease, feedback: Feedback, used: bool) -> None:
         target_id = lease.target.target_id
         left = self._local.get(target_id, 0) - 1
         if left > 0:
@@ -403,6 +313,3 @@ class Scheduler:
 
     def waiting_for(self, model: str) -> int:
         return self._queue.waiting_for(model)
-
-
-__all__: Sequence[str] = ["DEFAULT_CAPACITY", "DEFAULT_QUEUE_LIMIT", "Lease", "Scheduler"]

@@ -56,6 +56,17 @@ class StatRecord:
 
 
 @dataclass(frozen=True)
+class ProbeStatus:
+    """One active probe as /status shows it: what it reads, its last value, where from."""
+
+    name: str
+    signal: str
+    value: str | None  # None = no value yet (unknown)
+    source: str  # the HTTP path, "log", or "own <path|log>"
+    own: bool
+
+
+@dataclass(frozen=True)
 class BackendStatus:
     """One backend as doctor-like views and /status show it."""
 
@@ -74,3 +85,4 @@ class BackendStatus:
     log_feed_up: bool | None  # None = no follower runs (no feed or no log probes)
     draining: bool
     target_ids: tuple[int, ...]
+    probes: tuple[ProbeStatus, ...] = ()

@@ -1,0 +1,101 @@
+"""A lease: one slot on one target, and what its reply will be judged against (spec §8)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pharos.policy import Candidate, Decision
+from pharos.prefix import Match
+from pharos.sched.learning import (
+    Dispatch,
+    PrefixOutcome,
+    dispatch_of,
+    load_outcome,
+    predicted_tokens,
+    prefix_outcome,
+)
+from pharos.sched.types import ABANDONED, Feedback, QueueOutcome, RouteRequest
+from pharos.state.view import TargetView
+
+ReleaseFn = Callable[["Lease", Feedback, bool], None]
+"""The scheduler's hook: (lease, feedback, used). used=False: granted but never dispatched."""
+
+
+class Lease:
+    """One slot on one target, held from dispatch until the reply ends."""
+
+    __slots__ = (
+        "_on_release",
+        "_released",
+        "candidate",
+        "decision",
+        "predicted",
+        "queue_wait_s",
+        "request",
+        "target",
+        "waited",
+    )
+
+    def __init__(
+        self,
+        on_release: ReleaseFn,
+        target: TargetView,
+        candidate: Candidate,
+        decision: Decision,
+        request: RouteRequest,
+        predicted: Match | None,
+        queue_wait_s: float,
+        waited: bool,
+    ) -> None:
+        self._on_release = on_release
+        self._released = False
+        self.target = target
+        self.candidate = candidate  # what the policy saw of the target
+        self.decision = decision
+        self.request = request
+        self.predicted = predicted  # the prefix index's match on this target, if any
+        self.queue_wait_s = queue_wait_s
+        self.waited = waited  # granted from the fair queue rather than at once
+
+    @property
+    def route_outcome(self) -> str:
+        """The `route` decision stage: why this target won."""
+        return self.decision.why
+
+    @property
+    def queue_outcome(self) -> QueueOutcome:
+        return "waited" if self.waited else "immediate"
+
+    @property
+    def dispatch(self) -> Dispatch:
+        return dispatch_of(self.candidate)
+
+    @property
+    def predicted_tokens(self) -> int | None:
+        return predicted_tokens(None if self.predicted is None else self.predicted.matched_bytes)
+
+    def load_outcome(self, feedback: Feedback) -> str | None:
+        """The `load` decision stage: cold_start, unexpected_load, control or None."""
+        return load_outcome(self.dispatch, feedback, control=self.request.control)
+
+    def prefix_outcome(self, feedback: Feedback) -> PrefixOutcome:
+        """The `prefix` decision stage: the prediction against the engine's cached tokens."""
+        return prefix_outcome(self.predicted_tokens, feedback.cached_tokens)
+
+    @property
+    def released(self) -> bool:
+        return self._released
+
+    def release(self, feedback: Feedback) -> None:
+        """Free the slot, learn from the reply, serve the queue. A second call is a no-op."""
+        if self._released:
+            return
+        self._released = True
+        self._on_release(self, feedback, True)
+
+    def abandon(self) -> None:
+        """Give back a slot granted to a request that was cancelled before it could use it."""
+        if self._released:
+            return
+        self._released = True
+        self._on_release(self, ABANDONED, False)
