@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo serve check lint unit live test bench support clean
+.PHONY: install demo serve browser check lint unit live test bench support clean
 
 install: $(VENV)/.installed
 
@@ -35,7 +35,10 @@ live: install          ## layer 4: builds/caches real engines outside the repo, 
 	bash scripts/engines/install-all.sh
 	$(BIN)/pytest -q -m live tests/live
 
-test: check live       ## everything CI runs
+browser:               ## headless Chromium (Debian package) for the /status page test
+	bash scripts/install-browser.sh
+
+test: browser check live   ## everything CI runs
 
 bench: install         ## prints `bench NAME p50_us=N p99_us=N` lines
 	@for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done

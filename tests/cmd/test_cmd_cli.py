@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 import subprocess
+from pathlib import Path
 import sys
 
 import pytest
@@ -105,10 +106,15 @@ def test_keys_new_needs_a_name(capsys: pytest.CaptureFixture[str]) -> None:
     assert "--name" in err
 
 
-def test_serve_stub_says_not_implemented(capsys: pytest.CaptureFixture[str]) -> None:
-    status, _, err = run(capsys, "serve")
+def test_serve_with_a_bad_config_names_the_field(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    config = tmp_path / "pharos.yaml"
+    config.write_text("backends:\n  - url: http://127.0.0.1:1\n    per-model: x\n")
+    status, _, err = run(capsys, "serve", "--config", str(config))
     assert status == 2
-    assert "not implemented yet" in err
+    assert 'backends[0]: unknown field "per-model"' in err
+    assert "Traceback" not in err
 
 
 def test_console_script_entry_point_runs() -> None:

@@ -7,7 +7,9 @@ run that silently skipped would prove nothing.
 
 PHAROS_RECORD=1 writes the captures into tests/captures/ (commit-worthy):
 engines/<engine>/<version>/ (the layout of the shared captures, which the engine replay
-tests walk) and llamacpp-router/<version>/; otherwise they go to a temporary directory. PHAROS_LIVE_ENGINES=llamacpp,vllm,llamacpp-router picks engines.
+tests walk) and llamacpp-router/<version>/; otherwise they go to a temporary directory.
+PHAROS_LIVE_ENGINES=llamacpp,vllm,llamacpp-router picks engines; PHAROS_LIVE_LOGS keeps
+the engines' logs in a directory of your choice.
 """
 
 from __future__ import annotations
@@ -72,13 +74,17 @@ def capture_root() -> Iterator[Path]:
 
 
 @pytest.fixture(scope="session")
-def engine_logs() -> Iterator[Path]:
-    with tempfile.TemporaryDirectory(prefix="pharos-engine-logs-") as tmp:
-        yield Path(tmp)
+def engine_logs() -> Path:
+    """Kept after the run (not deleted) so a failure can be read: $PHAROS_LIVE_LOGS or /tmp."""
+    configured = os.environ.get("PHAROS_LIVE_LOGS")
+    if configured:
+        Path(configured).mkdir(parents=True, exist_ok=True)
+        return Path(configured)
+    return Path(tempfile.mkdtemp(prefix="pharos-engine-logs-"))
 
 
 async def _capture(engine: RunningEngine, gauge: StateGauge, root: Path) -> CaptureResult:
-    async with aiohttp.ClientSession() as session:
+    async with aiohttp.ClientSession(connector=_fresh_connections()) as session:
 
         async def observe(_state: str) -> Observed:
             plan, resolved = await resolve(session, engine.base_url, Kind.AUTO)
@@ -98,6 +104,12 @@ async def _capture(engine: RunningEngine, gauge: StateGauge, root: Path) -> Capt
             observe=observe,
         )
         return await driver.run()
+
+
+def _fresh_connections() -> aiohttp.TCPConnector:
+    """No keep-alive reuse: after cancelled streams the engine closes idle connections, and a
+    POST on a reused, already-closed one fails instead of reaching the engine."""
+    return aiohttp.TCPConnector(force_close=True)
 
 
 def _argv(engine: RunningEngine) -> list[str]:
@@ -164,7 +176,7 @@ def llamacpp_router(
 
 
 async def _capture_router(engine: RunningEngine, root: Path) -> RouterCapture:
-    async with aiohttp.ClientSession() as session:
+    async with aiohttp.ClientSession(connector=_fresh_connections()) as session:
 
         async def observe(_state: str) -> Observed:
             plan, resolved = await resolve(session, engine.base_url, Kind.AUTO)

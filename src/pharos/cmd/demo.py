@@ -27,15 +27,21 @@ DEMO_MODEL = "qwen2.5:0.5b"
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--listen", metavar="HOST:PORT", default="127.0.0.1:8090",
+        "--listen",
+        metavar="HOST:PORT",
+        default="127.0.0.1:8090",
         help="where the demo router listens (default: 127.0.0.1:8090)",
     )
     parser.add_argument(
-        "--speed", type=float, default=1.0,
+        "--speed",
+        type=float,
+        default=1.0,
         help="run the fake engines this many times faster than a small CPU engine (default 1)",
     )
     parser.add_argument(
-        "--log-level", choices=("debug", "info", "warning"), default="info",
+        "--log-level",
+        choices=("debug", "info", "warning"),
+        default="info",
         help="debug adds one line per request",
     )
 
@@ -73,10 +79,16 @@ def run_demo(args: argparse.Namespace) -> int:
 
 
 async def _demo(listen: HostPort, speed: float) -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
     sleep = scaled_sleep(speed)
     fakes = (
-        FakeOllama([FakeModel(DEMO_MODEL), FakeModel("llama3.2:1b", 1_321_098_329, 2_019_000_000)],
-                   sleep=sleep),
+        FakeOllama(
+            [FakeModel(DEMO_MODEL), FakeModel("llama3.2:1b", 1_321_098_329, 2_019_000_000)],
+            sleep=sleep,
+        ),
         FakeLlamaCpp(sleep=sleep),
         FakeVLLM(sleep=sleep),
     )
@@ -88,10 +100,6 @@ async def _demo(listen: HostPort, speed: float) -> None:
         )
         await pharos.wait_ready(10.0)
         print(_banner(base, urls), flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
         await stop.wait()
 
 
@@ -104,8 +112,10 @@ Pharos demo is running at {base}
 
 Try:
   curl -s {base}/v1/models
-  curl -s {base}/v1/chat/completions -d '{{"model":"{DEMO_MODEL}","messages":[{{"role":"user","content":"hi"}}]}}'
-  curl -s {base}/api/chat -d '{{"model":"llama3.2:1b","messages":[{{"role":"user","content":"hi"}}],"stream":false}}'
+  curl -s {base}/v1/chat/completions \\
+    -d '{{"model":"{DEMO_MODEL}","messages":[{{"role":"user","content":"hi"}}]}}'
+  curl -s {base}/api/chat \\
+    -d '{{"model":"llama3.2:1b","messages":[{{"role":"user","content":"hi"}}],"stream":false}}'
   open {base}/status   (what each engine reports, and why each request went where)
 Stop with Ctrl-C.
 """

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import aiohttp
 
-from pharos.engine import DetectionFailed, Kind, detect
+from pharos.engine import Kind, ResolveError, detect
 from pharos.state import BackendSpec
 
 DEFAULT_PORTS: tuple[tuple[int, str], ...] = (
@@ -16,12 +16,18 @@ DEFAULT_PORTS: tuple[tuple[int, str], ...] = (
     (8000, "vLLM"),
     (30000, "SGLang"),
 )
+DEFAULT_PORT_NUMBERS: tuple[int, ...] = tuple(port for port, _ in DEFAULT_PORTS)
+
+
+def describe_ports(ports: Sequence[tuple[int, str]]) -> str:
+    """`Ollama 11434, llama.cpp 8080` (or just the numbers when unnamed)."""
+    return ", ".join(f"{name} {port}" if name else str(port) for port, name in ports)
 
 
 async def _probe(session: aiohttp.ClientSession, url: str, timeout_s: float) -> Kind | None:
     try:
         return await detect(session, url, timeout_s=timeout_s)
-    except DetectionFailed:
+    except ResolveError:
         return None
 
 
@@ -29,18 +35,18 @@ async def discover_local(
     session: aiohttp.ClientSession,
     *,
     host: str = "127.0.0.1",
-    ports: Sequence[int] = tuple(port for port, _ in DEFAULT_PORTS),
+    ports: Sequence[int] = DEFAULT_PORT_NUMBERS,
     timeout_s: float = 1.5,
 ) -> list[BackendSpec]:
-    """A backend for every default port where an engine answers, with the kind it showed.
+    """A backend for every port where an engine answers, with the kind it showed.
 
     A port where nothing answers, or whose engine cannot be told apart yet (a
     llama.cpp still loading its model answers 503 everywhere), is left out.
     """
     urls = [f"http://{host}:{port}" for port in ports]
     kinds = await asyncio.gather(*(_probe(session, url, timeout_s) for url in urls))
-    found: list[BackendSpec] = []
-    for url, kind in zip(urls, kinds, strict=True):
-        if kind is not None:
-            found.append(BackendSpec(url=url, kind=kind))
-    return found
+    return [
+        BackendSpec(url=url, kind=kind)
+        for url, kind in zip(urls, kinds, strict=True)
+        if kind is not None
+    ]

@@ -31,10 +31,13 @@ Run `pharos COMMAND --help` for the options of each command.
 SERVE_DESCRIPTION = """\
 Run the router: an OpenAI- and Ollama-compatible API in front of the backends in
 the config file. The file is re-read when it changes; keys and backends apply live.
+Without --config, Pharos looks for engines on 127.0.0.1's default ports and
+listens on 127.0.0.1:8090. SIGTERM drains: /healthz turns 503, requests are still
+accepted for drain.grace, then streams in flight get drain.timeout to finish.
 """
 SERVE_EPILOG = """\
 examples:
-  pharos serve                          read ./pharos.yaml
+  pharos serve                          find engines on this host's default ports
   pharos serve --config /etc/pharos/pharos.yaml
 """
 

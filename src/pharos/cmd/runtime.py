@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import zoneinfo
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -21,14 +21,15 @@ from aiohttp import web
 from pharos.clock import Clock, SystemClock
 from pharos.cmd.wiring import backend_specs, key_entries
 from pharos.config import Config, usage_zone
-from pharos.discovery import open_log_feed
 from pharos.config.reload import restart_needed
+from pharos.discovery import open_log_feed
 from pharos.obs.service import Observability
 from pharos.peer.statefile import StateSnapshot, TargetStatsRecord
 from pharos.prefix import PrefixEntry, PrefixIndex, Source
 from pharos.proxy.app import Flags, Proxy, ProxyOptions
 from pharos.proxy.auth import KeyTable
-from pharos.sched import Scheduler
+from pharos.proxy.done import RequestDone
+from pharos.sched import DEFAULT_QUEUE_LIMIT, Scheduler
 from pharos.state import BackendSpec, State, StateOptions, StatRecord
 from pharos.usage import UsageBook
 
@@ -42,7 +43,9 @@ class RuntimeOptions:
     state: StateOptions = field(default_factory=StateOptions)
     proxy: ProxyOptions = field(default_factory=ProxyOptions)
     prefix_cap_entries: int = 200_000
+    queue_limit: int = DEFAULT_QUEUE_LIMIT  # fair-queue waiters before 429 (spec §8)
     origin: int | None = None  # None: a random 64-bit origin (spec §2)
+    on_done: Callable[[RequestDone], None] | None = None  # also told of each finished request
 
 
 def new_session() -> aiohttp.ClientSession:
@@ -97,7 +100,11 @@ class Pharos:
             open_log_feed=open_log_feed,
         )
         self.sched = Scheduler(
-            self.state, self.prefix, self.clock, policy=config.policy.value
+            self.state,
+            self.prefix,
+            self.clock,
+            policy=config.policy.value,
+            queue_limit=self.options.queue_limit,
         )
         self.flags = Flags(ready=lambda: self.state.ready)
         self.proxy = Proxy(
@@ -111,13 +118,23 @@ class Pharos:
             flags=self.flags,
         )
         self.obs = Observability(
-            state=self.state, sched=self.sched, usage=self.usage, clock=self.clock,
-            policy=config.policy.value, proxy_ref=lambda: self.proxy,
+            state=self.state,
+            sched=self.sched,
+            usage=self.usage,
+            clock=self.clock,
+            policy=config.policy.value,
+            proxy_ref=lambda: self.proxy,
         )
-        self.proxy.on_done = self.obs.on_done
+        self.proxy.on_done = self._on_done
         self.app = web.Application(client_max_size=self.options.proxy.max_body_bytes + 1024)
         self.obs.add_routes(self.app)
         self.proxy.add_routes(self.app)
+
+    def _on_done(self, done: RequestDone) -> None:
+        if self.obs is not None:
+            self.obs.on_done(done)
+        if self.options.on_done is not None:
+            self.options.on_done(done)
 
     def _on_round(self, backend_url: str) -> None:
         self.sched.kick()
@@ -168,20 +185,28 @@ class Pharos:
         entries = snapshot.prefix
         for end in range(len(entries), 0, -RESTORE_SLICE_ENTRIES):
             start = max(0, end - RESTORE_SLICE_ENTRIES)
-            self.prefix.restore(entries[start:end], self.state.target_id_of,
-                                self.state.generation_of)
+            self.prefix.restore(
+                entries[start:end], self.state.target_id_of, self.state.generation_of
+            )
             await asyncio.sleep(0)
         self.state.restore_stats(
-            [StatRecord(r.target_key, r.prefill_s_per_token, r.load_s, r.service_s)
-             for r in snapshot.stats]
+            [
+                StatRecord(r.target_key, r.prefill_s_per_token, r.load_s, r.service_s)
+                for r in snapshot.stats
+            ]
         )
 
     # ---- hot reload ----------------------------------------------------------------------
 
     def apply_config(self, new: Config) -> tuple[str, ...]:
-        """Apply keys and static backends live; return the sections that need a restart."""
-        self.keys = key_table(new)
-        self._backends = backend_specs(new)
+        """Apply keys and static backends live; return the sections that need a restart.
+
+        Everything is built before anything is swapped in, so a ConfigError leaves the
+        running config whole."""
+        keys = key_table(new)
+        backends = backend_specs(new)
+        self.keys = keys
+        self._backends = backends
         self.state.set_backends(self._backends)
         pending = restart_needed(self.config, new)
         self.config = new
@@ -190,19 +215,26 @@ class Pharos:
 
 @contextlib.asynccontextmanager
 async def running(
-    pharos: Pharos, *, host: str = "127.0.0.1", port: int = 0, shutdown_timeout_s: float = 1.0,
+    pharos: Pharos,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    shutdown_timeout_s: float = 1.0,
 ) -> AsyncIterator[str]:
     """Serve `pharos.app` on host:port (0 = free) and yield its base URL; for tests and demo."""
-    await pharos.start()
     runner = web.AppRunner(
-        pharos.app, handle_signals=False, handler_cancellation=True,
-        shutdown_timeout=shutdown_timeout_s, access_log=None,
+        pharos.app,
+        handle_signals=False,
+        handler_cancellation=True,
+        shutdown_timeout=shutdown_timeout_s,
+        access_log=None,
     )
     await runner.setup()
-    site = web.TCPSite(runner, host, port)
-    await site.start()
-    bound = runner.addresses[0][1]
     try:
+        site = web.TCPSite(runner, host, port)
+        await site.start()
+        await pharos.start()
+        bound = runner.addresses[0][1]
         yield f"http://{host}:{bound}"
     finally:
         await runner.cleanup()

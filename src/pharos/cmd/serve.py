@@ -1,10 +1,12 @@
 """`pharos serve`: run the router until SIGTERM, then drain (spec §9 "Readiness and drain").
 
-Startup: scrape every backend once, restore the state file, then open the
-public listener, so a new instance never routes blind. SIGTERM: /healthz turns
-503, requests are still accepted for drain.grace, then the listener closes and
-streams in flight get drain.timeout; the state file is written and the process
-exits 0. A second signal exits at once.
+Startup: the public listener opens first, with /healthz answering 503; every
+backend is scraped once and the state file restored, and only then does
+/healthz answer 200, so a load balancer never sends traffic to an instance that
+would route blind. SIGTERM: /healthz turns 503, requests are still accepted
+for drain.grace, then the listener closes and requests in flight get
+drain.timeout; the state file is written and the process exits 0. A second
+signal exits at once (status 1).
 """
 
 from __future__ import annotations
@@ -16,38 +18,64 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
+import aiohttp
 from aiohttp import web
 
-from pharos.cmd.discover import discover_local
+from pharos.cmd.discover import (
+    DEFAULT_PORT_NUMBERS,
+    DEFAULT_PORTS,
+    describe_ports,
+    discover_local,
+)
 from pharos.cmd.runtime import Pharos, new_session
-from pharos.config import Config, ConfigError, HostPort, load_config
+from pharos.config import Config, ConfigError, Drain, Duration, HostPort, load_config
 from pharos.peer.statefile import StateFileError, read_state_file_async, write_state_file_async
+from pharos.state import BackendSpec
 
 log = logging.getLogger("pharos")
 
 STATE_FILE_INTERVAL_S = 30.0
 CONFIG_POLL_INTERVAL_S = 10.0
 READY_TIMEOUT_S = 15.0
+SECOND_SIGNAL_STATUS = 1
 ZERO_CONFIG_LISTEN = HostPort("127.0.0.1", 8090)
+ZERO_CONFIG = Config(listen=ZERO_CONFIG_LISTEN, drain=Drain(grace=Duration("0s")))
+"""On 127.0.0.1 no load balancer reads /healthz, so a drain grace would only delay Ctrl-C."""
+
+HOW_TO_CONFIGURE = (
+    "start an engine on one of those ports and restart, or write a config file listing "
+    "your backends and run `pharos serve --config FILE` (see `pharos serve --help`)"
+)
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--config", "-c", metavar="FILE", default=None,
+        "--config",
+        "-c",
+        metavar="FILE",
+        default=None,
         help="config file; without one, Pharos finds engines on this host's default ports "
-             "(Ollama 11434, llama.cpp 8080, vLLM 8000, SGLang 30000)",
+        f"({describe_ports(DEFAULT_PORTS)})",
     )
     parser.add_argument(
-        "--listen", metavar="HOST:PORT", default=None,
+        "--listen",
+        metavar="HOST:PORT",
+        default=None,
         help="where to listen, overriding the config (default :8090; 127.0.0.1:8090 with "
-             "no config)",
+        "no config)",
     )
     parser.add_argument(
-        "--log-level", choices=("debug", "info", "warning", "error"), default="info",
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        default="info",
         help="debug adds one line per request (never prompt text)",
     )
+    # Zero-config probing targets, for tests: a fake engine on a free port.
+    parser.add_argument("--discover-host", default="127.0.0.1", help=argparse.SUPPRESS)
+    parser.add_argument("--discover-ports", default=None, help=argparse.SUPPRESS)
 
 
 def setup_logging(level: str) -> None:
@@ -59,23 +87,48 @@ def setup_logging(level: str) -> None:
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
 
 
+def parse_ports(text: str) -> tuple[int, ...]:
+    """`11434,8080` -> (11434, 8080); ValueError naming the bad entry."""
+    ports: list[int] = []
+    for part in text.split(","):
+        part = part.strip()
+        if not part.isdigit() or not 0 < int(part) <= 65535:
+            raise ValueError(f'"{part}" is not a port number from 1 to 65535')
+        ports.append(int(part))
+    return tuple(ports)
+
+
 def run_serve(args: argparse.Namespace) -> int:
     setup_logging(args.log_level)
     config_path: Path | None = Path(args.config) if args.config is not None else None
     try:
-        config = load_config(config_path) if config_path is not None else Config(
-            listen=ZERO_CONFIG_LISTEN
-        )
-        listen = HostPort.parse(args.listen) if args.listen is not None else config.listen
+        config = load_config(config_path) if config_path is not None else ZERO_CONFIG
     except ConfigError as err:
-        sys.stderr.write(f"{err}\n")
+        sys.stderr.write(f"pharos serve: bad config, nothing started:\n{err}\n")
         return 2
+    try:
+        listen = HostPort.parse(args.listen) if args.listen is not None else config.listen
     except ValueError as err:
-        sys.stderr.write(f"--listen: {err}\n")
+        sys.stderr.write(f"pharos serve: --listen: {err}\n")
         return 2
+    discover_ports = DEFAULT_PORT_NUMBERS
+    if args.discover_ports is not None:
+        try:
+            discover_ports = parse_ports(args.discover_ports)
+        except ValueError as err:
+            sys.stderr.write(f"pharos serve: --discover-ports: {err}\n")
+            return 2
     _install_uvloop()
     try:
-        return asyncio.run(serve(config, config_path, listen))
+        return asyncio.run(
+            serve(
+                config,
+                config_path,
+                listen,
+                discover_host=args.discover_host,
+                discover_ports=discover_ports,
+            )
+        )
     except KeyboardInterrupt:
         return 130
 
@@ -87,136 +140,254 @@ def _install_uvloop() -> None:
         asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
 
 
-async def serve(config: Config, config_path: Path | None, listen: HostPort) -> int:
-    session = new_session()
-    backends = None
-    if config_path is None:
-        found = await discover_local(session)
-        for spec in found:
-            log.info("zero-config: found %s at %s", spec.kind.value, spec.url)
-        if not found:
-            log.warning(
-                "zero-config: no engine answered on 127.0.0.1 ports 11434, 8080, 8000 or 30000; "
-                "start one, or pass --config FILE (see `pharos serve --help`)"
-            )
-        backends = found
-    pharos = Pharos(config, session=session, backends=backends)
-    await pharos.start()
-    if not await pharos.wait_ready(READY_TIMEOUT_S):
-        log.warning("first scrape round not finished after %.0fs; /healthz stays 503 until it is",
-                    READY_TIMEOUT_S)
-    if config.state_file is not None:
-        await _restore(pharos, config.state_file)
+class Signals:
+    """The first SIGTERM/SIGINT starts the drain; a second one ends the process at once."""
 
+    def __init__(self) -> None:
+        self.stop = asyncio.Event()
+
+    def install(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal, sig)
+
+    def _on_signal(self, sig: signal.Signals) -> None:
+        if self.stop.is_set():
+            log.warning("second signal (%s): exiting now, without draining", sig.name)
+            logging.shutdown()
+            os._exit(SECOND_SIGNAL_STATUS)
+        log.info("%s: draining", sig.name)
+        self.stop.set()
+
+
+async def zero_config_backends(
+    session: aiohttp.ClientSession, host: str, ports: Sequence[int]
+) -> list[BackendSpec]:
+    """Probe host:ports and say what answered, or how to configure when nothing did."""
+    log.info(
+        "zero-config: no --config given; looking for engines on %s ports %s",
+        host,
+        describe_ports([(port, "") for port in ports]),
+    )
+    found = await discover_local(session, host=host, ports=ports)
+    for spec in found:
+        log.info("zero-config: found %s at %s", spec.kind.value, spec.url)
+    if not found:
+        log.warning(
+            "zero-config: no engine answered on %s ports %s; %s",
+            host,
+            describe_ports([(port, "") for port in ports]),
+            HOW_TO_CONFIGURE,
+        )
+    return found
+
+
+async def serve(
+    config: Config,
+    config_path: Path | None,
+    listen: HostPort,
+    *,
+    discover_host: str = "127.0.0.1",
+    discover_ports: Sequence[int] = DEFAULT_PORT_NUMBERS,
+) -> int:
+    signals = Signals()
+    signals.install()
+    session = new_session()
+    try:
+        backends = None
+        if config_path is None:
+            backends = await zero_config_backends(session, discover_host, discover_ports)
+        pharos = Pharos(config, session=session, backends=backends)
+        return await _serve_pharos(pharos, config, config_path, listen, signals)
+    finally:
+        await session.close()
+
+
+async def _serve_pharos(
+    pharos: Pharos,
+    config: Config,
+    config_path: Path | None,
+    listen: HostPort,
+    signals: Signals,
+) -> int:
+    restored = asyncio.Event()
+    pharos.flags.ready = lambda: restored.is_set() and pharos.state.ready
+    drain = config.drain  # a restart-only section: reloads don't change it
     runner = web.AppRunner(
-        pharos.app, handle_signals=False, handler_cancellation=True, access_log=None,
-        shutdown_timeout=config.drain.timeout.seconds,
+        pharos.app,
+        handle_signals=False,
+        handler_cancellation=True,
+        access_log=None,
+        shutdown_timeout=drain.timeout.seconds,
     )
     await runner.setup()
-    site = web.TCPSite(runner, listen.host or None, listen.port)
     try:
+        site = web.TCPSite(runner, listen.host or None, listen.port)
         await site.start()
     except OSError as err:
         log.error("cannot listen on %s: %s", listen, err)
         await runner.cleanup()
-        await pharos.stop()
-        await session.close()
         return 1
-    log.info("listening on http://%s (status page: /status, metrics: /metrics)", listen)
-
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    signals_seen = 0
-
-    def on_signal() -> None:
-        nonlocal signals_seen
-        signals_seen += 1
-        if signals_seen > 1:
-            log.warning("second signal: exiting now")
-            os._exit(1)
-        stop.set()
-
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, on_signal)
-
-    background = [
-        asyncio.create_task(_write_state_periodically(pharos, config.state_file)),
-        asyncio.create_task(_watch_config(pharos, config_path)),
-    ]
-    await stop.wait()
-
-    grace_s = pharos.config.drain.grace.seconds
-    log.info("draining: /healthz answers 503; still accepting requests for %.0fs", grace_s)
-    pharos.flags.draining = True
-    await asyncio.sleep(grace_s)
-    log.info("draining: closed the listener; waiting up to %.0fs for %d requests in flight",
-             pharos.config.drain.timeout.seconds, pharos.proxy.inflight_streams)
-    await runner.cleanup()
-    for task in background:
-        task.cancel()
-    await asyncio.gather(*background, return_exceptions=True)
-    if config.state_file is not None:
-        await _save(pharos, config.state_file)
-    await pharos.stop()
-    await session.close()
+    log.info(
+        "listening on %s (status page: /status, metrics: /metrics); /healthz answers 503 "
+        "until every backend was scraped once",
+        _addresses(runner),
+    )
+    background: list[asyncio.Task[None]] = []
+    try:
+        await pharos.start()
+        # A stop before the restore must not overwrite the state file with an empty one.
+        if not signals.stop.is_set() and await _startup(pharos, config, signals):
+            restored.set()
+        state_path = Path(config.state_file) if config.state_file is not None else None
+        background = [
+            asyncio.create_task(write_state_periodically(pharos, state_path)),
+            asyncio.create_task(watch_config(pharos, config_path)),
+        ]
+        await signals.stop.wait()
+        await _drain_grace(pharos, drain.grace.seconds, drain.timeout.seconds)
+    finally:
+        for task in background:
+            task.cancel()
+        await asyncio.gather(*background, return_exceptions=True)
+        await runner.cleanup()
+        if config.state_file is not None and restored.is_set():
+            await save_state_file(pharos, Path(config.state_file))
+        await pharos.stop()
     log.info("stopped")
     return 0
 
 
-async def _restore(pharos: Pharos, path: str) -> None:
+async def _startup(pharos: Pharos, config: Config, signals: Signals) -> bool:
+    """Wait (bounded) for the first scrape round, then restore the state file (§12).
+    False when a signal came first."""
+    ready = asyncio.create_task(pharos.wait_ready(READY_TIMEOUT_S))
+    stopped = asyncio.create_task(signals.stop.wait())
+    await asyncio.wait((ready, stopped), return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    if not ready.done():
+        ready.cancel()
+        return False
+    if not ready.result():
+        log.warning(
+            "first scrape round not finished after %.0fs; restoring state anyway", READY_TIMEOUT_S
+        )
+    if config.state_file is not None:
+        await restore_state_file(pharos, Path(config.state_file))
+    log.info("ready: %d backends", len(pharos.state.backends()))
+    return True
+
+
+async def _drain_grace(pharos: Pharos, grace_s: float, timeout_s: float) -> None:
+    """Fail /healthz and keep serving for the grace; the caller's runner.cleanup() then
+    closes the listener and waits up to drain.timeout for requests in flight."""
+    pharos.flags.draining = True
+    log.info("draining: /healthz answers 503; still accepting requests for %.1fs", grace_s)
+    await asyncio.sleep(grace_s)
+    log.info(
+        "draining: closed the listener; waiting up to %.0fs for %d requests in flight",
+        timeout_s,
+        pharos.proxy.inflight_streams,
+    )
+
+
+def _addresses(runner: web.AppRunner) -> str:
+    names = []
+    for address in runner.addresses:
+        host, port = address[0], address[1]
+        names.append(f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}")
+    return ", ".join(names)
+
+
+# ---- the state file (§12 "Warm restart without peers") ---------------------------------
+
+
+async def restore_state_file(pharos: Pharos, path: Path) -> bool:
+    """Merge the state file if there is one; a corrupt one is logged and startup goes on."""
     try:
         snapshot = await read_state_file_async(path)
     except StateFileError as err:
         log.error("state file not restored, starting empty: %s", err)
-        return
+        return False
     if snapshot is None:
-        log.info("no state file at %s yet; it is written every %.0fs", path,
-                 STATE_FILE_INTERVAL_S)
-        return
+        log.info(
+            "no state file at %s yet; it is written every %.0fs and on shutdown",
+            path,
+            STATE_FILE_INTERVAL_S,
+        )
+        return False
     await pharos.restore(snapshot)
-    log.info("restored %d usage cells, %d prefix entries and %d target stats from %s",
-             len(snapshot.cells), len(snapshot.prefix), len(snapshot.stats), path)
+    log.info(
+        "restored %d usage cells, %d prefix entries and %d target stats from %s",
+        len(snapshot.cells),
+        len(snapshot.prefix),
+        len(snapshot.stats),
+        path,
+    )
+    return True
 
 
-async def _save(pharos: Pharos, path: str) -> None:
+async def save_state_file(pharos: Pharos, path: Path) -> bool:
+    """Snapshot (in slices, on the loop) and write it in a thread; an error is only logged."""
     try:
         await write_state_file_async(path, await pharos.snapshot())
     except OSError as err:
         log.error("could not write the state file %s: %s", path, err)
+        return False
+    return True
 
 
-async def _write_state_periodically(pharos: Pharos, path: str | None) -> None:
+async def write_state_periodically(
+    pharos: Pharos, path: Path | None, interval_s: float = STATE_FILE_INTERVAL_S
+) -> None:
     if path is None:
         return
     while True:
-        await asyncio.sleep(STATE_FILE_INTERVAL_S)
-        await _save(pharos, path)
+        await asyncio.sleep(interval_s)
+        await save_state_file(pharos, path)
 
 
-async def _watch_config(pharos: Pharos, path: Path | None) -> None:
-    """Hot reload (spec §10): keys, quotas and static backends apply live."""
-    if path is None:
-        return
-    last_mtime = _mtime(path)
-    while True:
-        await asyncio.sleep(CONFIG_POLL_INTERVAL_S)
-        mtime = _mtime(path)
-        if mtime is None or mtime == last_mtime:
-            continue
-        last_mtime = mtime
-        try:
-            new = await asyncio.to_thread(load_config, path)
-        except ConfigError as err:
-            log.error("config reload failed; the running config stays:\n%s", err)
-            continue
-        pending = pharos.apply_config(new)
-        log.info("config reloaded: %d keys, %d backends", len(new.keys), len(new.backends))
-        for section in pending:
-            log.warning("config reload: `%s` changed and needs a restart to take effect", section)
+# ---- hot reload (§10) --------------------------------------------------------------------
 
 
-def _mtime(path: Path) -> float | None:
+async def reload_config(pharos: Pharos, path: Path) -> bool:
+    """Re-read the file and apply it; False (logged) when it doesn't parse: the running
+    config stays. Keys, quotas and static backends apply live; other changed sections
+    are logged as needing a restart."""
     try:
-        return path.stat().st_mtime
+        new = await asyncio.to_thread(load_config, path)
+        pending = pharos.apply_config(new)
+    except ConfigError as err:
+        log.error("config reload failed; the running config stays:\n%s", err)
+        return False
+    log.info("config reloaded: %d keys, %d backends", len(new.keys), len(new.backends))
+    for section in pending:
+        log.warning("config reload: `%s` changed and needs a restart to take effect", section)
+    return True
+
+
+async def reload_if_changed(pharos: Pharos, path: Path, last_mtime_ns: int | None) -> int | None:
+    """One poll of the watcher: reload when the modification time moved; returns the
+    modification time seen (None when the file is gone, which keeps the running config)."""
+    mtime_ns = _mtime_ns(path)
+    if mtime_ns is not None and mtime_ns != last_mtime_ns:
+        await reload_config(pharos, path)
+    return mtime_ns if mtime_ns is not None else last_mtime_ns
+
+
+async def watch_config(
+    pharos: Pharos, path: Path | None, interval_s: float = CONFIG_POLL_INTERVAL_S
+) -> None:
+    if path is None:
+        return
+    last_mtime_ns = _mtime_ns(path)
+    while True:
+        await asyncio.sleep(interval_s)
+        last_mtime_ns = await reload_if_changed(pharos, path, last_mtime_ns)
+
+
+def _mtime_ns(path: Path) -> int | None:
+    try:
+        return path.stat().st_mtime_ns
     except OSError:
         return None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import logging
 from collections.abc import Callable
 
@@ -24,31 +25,59 @@ log = logging.getLogger("pharos.request")
 background_log = logging.getLogger("pharos.decision")
 
 FORBIDDEN = ClientError(
-    403, "This key may not read /status or /usage; an admin key is needed.",
-    "permission_error", "insufficient_permissions",
+    403,
+    "This key may not read /status or /usage; an admin key is needed.",
+    "permission_error",
+    "insufficient_permissions",
 )
 
 
+def _field(value: object) -> str:
+    """A logfmt value, JSON-quoted when it holds a space, quote, `=` or a control character
+    (model names and request ids come from clients: one request stays one line)."""
+    text = str(value)
+    if text == "" or not text.isprintable() or any(c in text for c in ' "=\\'):
+        return json.dumps(text, ensure_ascii=False)
+    return text
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
 def request_line(done: RequestDone) -> str:
-    """One key=value line per request (spec §13); never prompt text."""
-    decisions = ",".join(f"{stage}={outcome}" for stage, outcome in done.decisions)
-
-    def seconds(value: float | None) -> str:
-        return "-" if value is None else f"{value:.4f}"
-
-    return (
-        f"request id={done.request_id or '-'} key={done.key} model={done.model or '-'} "
-        f"route={done.route} target={done.target_key or '-'} status={done.status} "
-        f"reason={done.reason!r} decisions={decisions} ttft={seconds(done.ttft_s)} "
-        f"overhead={seconds(done.overhead_s)} queue_wait={seconds(done.queue_wait_s)} "
-        f"duration={seconds(done.duration_s)}"
+    """One logfmt line per request (spec §13). Never prompt text: only names, ids and numbers."""
+    decisions = " ".join(f"{stage}={outcome}" for stage, outcome in done.decisions)
+    fields = (
+        ("id", done.request_id or "-"),
+        ("key", done.key),
+        ("model", done.model or "-"),
+        ("route", done.route),
+        ("target", done.target_key or "-"),
+        ("status", done.status),
+        ("reason", done.reason or "-"),
+        ("decisions", decisions or "-"),
+        ("ttft", _seconds(done.ttft_s)),
+        ("overhead", _seconds(done.overhead_s)),
+        ("queue_wait", _seconds(done.queue_wait_s)),
+        ("duration", _seconds(done.duration_s)),
+        ("prompt_tokens", "-" if done.prompt_tokens is None else done.prompt_tokens),
+        ("cached_tokens", "-" if done.cached_tokens is None else done.cached_tokens),
+        ("completion_tokens", "-" if done.completion_tokens is None else done.completion_tokens),
     )
+    return "request " + " ".join(f"{name}={_field(value)}" for name, value in fields)
 
 
 class Observability:
     def __init__(
-        self, *, state: State, sched: Scheduler, usage: UsageBook | None, clock: Clock,
-        policy: str, proxy_ref: Callable[[], Proxy],
+        self,
+        *,
+        state: State,
+        sched: Scheduler,
+        usage: UsageBook | None,
+        clock: Clock,
+        policy: str,
+        proxy_ref: Callable[[], Proxy],
     ) -> None:
         self._state = state
         self._sched = sched
@@ -82,8 +111,10 @@ class Observability:
         return key
 
     async def _metrics(self, request: web.Request) -> web.StreamResponse:
-        return web.Response(body=self.metrics.exposition(),
-                            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
+        return web.Response(
+            body=self.metrics.exposition(),
+            headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
+        )
 
     async def _status(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -92,8 +123,13 @@ class Observability:
             return error_response(err)
         proxy = self._proxy()
         page = build_page(
-            state=self._state, sched=self._sched, usage=self._usage, recent=self.recent,
-            clock=self._clock, policy=self._policy, ready=proxy.flags.ready(),
+            state=self._state,
+            sched=self._sched,
+            usage=self._usage,
+            recent=self.recent,
+            clock=self._clock,
+            policy=self._policy,
+            ready=proxy.flags.ready(),
             draining=proxy.flags.draining,
         )
         return web.Response(text=render_page(page), content_type="text/html")
@@ -102,8 +138,9 @@ class Observability:
         try:
             self._admin(request)
             if self._usage is None:
-                raise ClientError(404, "usage is not recorded", "invalid_request_error",
-                                  "not_found")
+                raise ClientError(
+                    404, "usage is not recorded", "invalid_request_error", "not_found"
+                )
             today = dt.datetime.fromtimestamp(self._clock.time(), self._usage.zone).date()
             return usage_response(self._usage, dict(request.query), today)
         except ClientError as err:

@@ -1,35 +1,38 @@
 """/status: one server-rendered page of what the router sees and did (spec §13).
 
-`build_page` turns live state into plain values; the Jinja2 template only
-lays them out, with autoescape on (model names and reasons come from engines).
+`build_page` turns live state into plain frozen values; the Jinja2 template only
+lays them out, with autoescape on (model names and reasons come from engines and
+clients). A value nobody reported is None and the page prints "unknown", never 0.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from datetime import tzinfo
 
 import jinja2
 
 from pharos import __version__
 from pharos.clock import Clock
 from pharos.engine.types import Residency
+from pharos.obs.chart import Chart, daily_chart
 from pharos.proxy.done import RequestDone
 from pharos.sched import Scheduler
-from pharos.state import State
+from pharos.state import BackendStatus, State, TargetView
 from pharos.usage import UsageBook
-from pharos.usage.report import DailyRow
 
 RECENT_REQUESTS = 50
+USAGE_DAYS = 30
 
 _ENV = jinja2.Environment(
     loader=jinja2.PackageLoader("pharos.obs", "templates"),
     autoescape=jinja2.select_autoescape(["html"]),
     undefined=jinja2.StrictUndefined,
 )
+_ENV.filters["thousands"] = lambda n: f"{n:,}"
 
 
 class RecentRequests:
@@ -41,53 +44,218 @@ class RecentRequests:
     def add(self, done: RequestDone) -> None:
         self._items.appendleft(done)
 
-    def __iter__(self) -> Any:
+    def __iter__(self) -> Iterator[RequestDone]:
         return iter(tuple(self._items))
 
     def __len__(self) -> int:
         return len(self._items)
 
 
-def _age(seconds: float | None) -> str:
-    return "never" if seconds is None else f"{seconds:.1f}s ago"
+@dataclass(frozen=True, slots=True)
+class ProbeRow:
+    name: str
+    signal: str
+    value: str | None
+    source: str
+    own: bool
 
 
-def _num(value: float | None, digits: int = 3) -> str | None:
-    return None if value is None else f"{value:.{digits}g}"
+@dataclass(frozen=True, slots=True)
+class BackendRow:
+    url: str
+    kind: str
+    version: str | None
+    up: bool
+    draining: bool
+    full_age: str
+    fast_age: str
+    down_reason: str | None
+    log_feed: str | None
+    log_feed_up: bool | None
+    probes: tuple[ProbeRow, ...]
+    dropped: tuple[tuple[str, str], ...]
 
 
-@dataclass(frozen=True)
-class Bar:
-    x: float
-    y: float
-    w: float
-    h: float
-    label: str
-    tokens: int
+@dataclass(frozen=True, slots=True)
+class TargetRow:
+    model: str
+    backend: str
+    up: bool
+    residency: str | None
+    running: int | None
+    waiting: int | None
+    capacity: str | None
+    kv: str | None
+    inflight: int
+    inflight_cluster: int
+    prefill_ms_per_token: str | None
+    load_s: str | None
+    service_s: str | None
+    unknown_signals: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecentRow:
+    time: str
+    request_id: str | None
+    key: str
+    model: str
+    route: str
+    status: int
+    target: str | None
+    reason: str
+    prompt: int | None
+    cached: int | None
+    completion: int | None
+    served: bool  # it reached an engine: its token counts are known or unknown, not absent
+    unmetered: bool
+    ttft: str | None
+    duration: str
+
+
+@dataclass(frozen=True, slots=True)
+class UsageRow:
+    key: str
     requests: int
+    prompt: int
+    cached: int
+    completion: int
+    unmetered: int
+    tokens_30d: int
+    requests_30d: int
+    unmetered_30d: int
 
 
-def _chart(rows: Iterable[DailyRow], first: dt.date, last: dt.date) -> dict[str, Any]:
-    days = (last - first).days + 1
-    tokens = [0] * days
-    requests = [0] * days
-    for row in rows:
-        day = dt.date.fromisoformat(row.day[:10])
-        index = (day - first).days
-        if 0 <= index < days:
-            tokens[index] += row.prompt_tokens + row.completion_tokens
-            requests[index] += row.requests
-    width, height, gap = 300.0, 60.0, 1.0
-    slot = width / days
-    peak = max(tokens) or 1
-    bars = []
-    for index in range(days):
-        bar_h = height * tokens[index] / peak
-        day = first + dt.timedelta(days=index)
-        bars.append(Bar(index * slot, height - bar_h, max(slot - gap, 0.5), bar_h,
-                        day.isoformat(), tokens[index], requests[index]))
-    return {"width": width, "height": height, "bars": bars,
-            "first": first.isoformat(), "last": last.isoformat()}
+@dataclass(frozen=True, slots=True)
+class Page:
+    version: str
+    policy: str
+    ready: bool
+    draining: bool
+    generated: str
+    backends: tuple[BackendRow, ...]
+    targets: tuple[TargetRow, ...]
+    inflight: int
+    waiting: int
+    recent: tuple[RecentRow, ...]
+    usage: tuple[UsageRow, ...] | None  # None: no usage book
+    chart: Chart | None
+    timezone: str
+    requests_today: int
+
+    @property
+    def backends_up(self) -> int:
+        return sum(1 for backend in self.backends if backend.up)
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "never"
+    if seconds < 120:
+        return f"{seconds:.1f} s ago"
+    if seconds < 7200:
+        return f"{seconds / 60:.0f} min ago"
+    return f"{seconds / 3600:.1f} h ago"
+
+
+def _num(value: float | None, scale: float = 1.0) -> str | None:
+    return None if value is None else f"{value * scale:.3g}"
+
+
+def _backend_row(status: BackendStatus) -> BackendRow:
+    return BackendRow(
+        url=status.url,
+        kind=status.kind.value,
+        version=status.version,
+        up=status.up,
+        draining=status.draining,
+        full_age=_age(status.full_round_age_s),
+        fast_age=_age(status.fast_round_age_s),
+        down_reason=status.ejected or status.down_reason,
+        log_feed=status.log_feed,
+        log_feed_up=status.log_feed_up,
+        probes=tuple(ProbeRow(p.name, p.signal, p.value, p.source, p.own) for p in status.probes),
+        dropped=tuple(sorted(status.dropped_probes.items())),
+    )
+
+
+def _target_row(view: TargetView, sched: Scheduler) -> TargetRow:
+    capacity: str | None = None
+    if view.capacity is not None:
+        capacity = str(view.capacity)
+    elif view.config_capacity is not None:
+        capacity = f"{view.config_capacity} (config)"
+    signals = (view.running, view.waiting, view.capacity, view.kv_usage)
+    return TargetRow(
+        model=view.model,
+        backend=view.backend_url,
+        up=view.up,
+        residency=None if view.residency is Residency.UNKNOWN else view.residency.value,
+        running=view.running,
+        waiting=view.waiting,
+        capacity=capacity,
+        kv=None if view.kv_usage is None else f"{view.kv_usage:.0%}",
+        inflight=sched.inflight(view.target_id),
+        inflight_cluster=sched.inflight_cluster(view.target_id, view.key),
+        prefill_ms_per_token=_num(view.prefill_s_per_token, 1000.0),
+        load_s=_num(view.load_s),
+        service_s=_num(view.service_s),
+        unknown_signals=sum(v is None for v in signals) + (view.residency is Residency.UNKNOWN),
+    )
+
+
+def _recent_row(done: RequestDone, zone: tzinfo | None) -> RecentRow:
+    return RecentRow(
+        time=dt.datetime.fromtimestamp(done.finished_wall_s, zone).strftime("%H:%M:%S"),
+        request_id=done.request_id,
+        key=done.key,
+        model=done.model or "",
+        route=done.route,
+        status=done.status,
+        target=done.backend_url,
+        reason=done.reason,
+        prompt=done.prompt_tokens,
+        cached=done.cached_tokens,
+        completion=done.completion_tokens,
+        served=done.metered is not None,
+        unmetered=done.metered is False,
+        ttft=None if done.ttft_s is None else f"{done.ttft_s:.2f} s",
+        duration=f"{done.duration_s:.2f} s",
+    )
+
+
+def _usage(usage: UsageBook, today: dt.date) -> tuple[tuple[UsageRow, ...], Chart, int]:
+    """Usage by key today and over the last 30 days, and the chart of those 30 days."""
+    first = today - dt.timedelta(days=USAGE_DAYS - 1)
+    month = usage.daily(first, today, by="key")
+    totals: dict[str, tuple[int, int, int]] = {}
+    for row in month:
+        tokens, requests, unmetered = totals.get(row.key or "", (0, 0, 0))
+        totals[row.key or ""] = (
+            tokens + row.prompt_tokens + row.completion_tokens,
+            requests + row.requests,
+            unmetered + row.unmetered,
+        )
+    today_rows = {row.key or "": row for row in usage.today_by_key()}
+    rows = []
+    for key in sorted(set(totals) | set(today_rows)):
+        day = today_rows.get(key)
+        tokens_30d, requests_30d, unmetered_30d = totals.get(key, (0, 0, 0))
+        rows.append(
+            UsageRow(
+                key=key,
+                requests=0 if day is None else day.requests,
+                prompt=0 if day is None else day.prompt_tokens,
+                cached=0 if day is None else day.cached_tokens,
+                completion=0 if day is None else day.completion_tokens,
+                unmetered=0 if day is None else day.unmetered,
+                tokens_30d=tokens_30d,
+                requests_30d=requests_30d,
+                unmetered_30d=unmetered_30d,
+            )
+        )
+    requests_today = sum(row.requests for row in today_rows.values())
+    return tuple(rows), daily_chart(month, first, today), requests_today
 
 
 def build_page(
@@ -100,76 +268,36 @@ def build_page(
     policy: str,
     ready: bool,
     draining: bool,
-) -> dict[str, Any]:
+) -> Page:
     now = clock.now()
-    backends = []
-    for status in state.backends():
-        backends.append({
-            "url": status.url, "kind": status.kind.value, "version": status.version,
-            "up": status.up, "draining": status.draining,
-            "full_age": _age(status.full_round_age_s), "fast_age": _age(status.fast_round_age_s),
-            "down_reason": status.ejected or status.down_reason,
-            "log_feed": status.log_feed, "log_feed_up": status.log_feed_up,
-            "probes": status.probes,
-            "dropped": sorted(status.dropped_probes.items()),
-        })
-    targets = []
-    for view in sorted(state.all_targets(now), key=lambda v: (v.model, v.backend_url)):
-        targets.append({
-            "model": view.model, "backend": view.backend_url,
-            "residency": None if view.residency is Residency.UNKNOWN else view.residency.value,
-            "running": view.running, "waiting": view.waiting,
-            "capacity": view.capacity if view.capacity is not None else (
-                f"{view.config_capacity} (config)" if view.config_capacity is not None else None),
-            "kv": None if view.kv_usage is None else f"{view.kv_usage:.0%}",
-            "inflight": sched.inflight(view.target_id),
-            "inflight_cluster": sched.inflight_cluster(view.target_id, view.key),
-            "prefill": _num(view.prefill_s_per_token), "load": _num(view.load_s),
-            "service": _num(view.service_s),
-        })
-    recent_rows = []
-    for done in recent:
-        recent_rows.append({
-            "time": dt.datetime.fromtimestamp(done.finished_wall_s).strftime("%H:%M:%S"),
-            "key": done.key, "model": done.model or "", "status": done.status,
-            "target": done.backend_url or "", "reason": done.reason,
-            "prompt": done.prompt_tokens, "cached": done.cached_tokens,
-            "completion": done.completion_tokens,
-            "ttft": "" if done.ttft_s is None else f"{done.ttft_s:.2f}s",
-        })
-    usage_rows: list[dict[str, Any]] = []
-    chart: dict[str, Any] = _chart((), dt.date.today(), dt.date.today())
-    timezone = "no usage book"
+    zone = usage.zone if usage is not None else None
+    targets = tuple(
+        _target_row(view, sched)
+        for view in sorted(state.all_targets(now), key=lambda v: (v.model, v.backend_url))
+    )
+    usage_rows: tuple[UsageRow, ...] | None = None
+    chart: Chart | None = None
     requests_today = 0
     if usage is not None:
-        timezone = str(usage.zone)
         today = dt.datetime.fromtimestamp(clock.time(), usage.zone).date()
-        first = today - dt.timedelta(days=29)
-        month = usage.daily(first, today, by="key")
-        chart = _chart(month, first, today)
-        totals: dict[str, list[int]] = {}
-        for row in month:
-            acc = totals.setdefault(row.key or "", [0, 0])
-            acc[0] += row.prompt_tokens + row.completion_tokens
-            acc[1] += row.requests
-        for row in usage.today_by_key():
-            requests_today += row.requests
-            month_totals = totals.get(row.key or "", [0, 0])
-            usage_rows.append({
-                "key": row.key, "requests": row.requests, "prompt": row.prompt_tokens,
-                "cached": row.cached_tokens, "completion": row.completion_tokens,
-                "unmetered": row.unmetered, "tokens_30d": month_totals[0],
-                "requests_30d": month_totals[1],
-            })
-    return {
-        "version": f"v{__version__}", "policy": policy, "ready": ready, "draining": draining,
-        "generated": dt.datetime.fromtimestamp(clock.time()).strftime("%Y-%m-%d %H:%M:%S"),
-        "backends": backends, "backends_up": sum(1 for b in backends if b["up"]),
-        "targets": targets, "inflight": sum(t["inflight"] for t in targets),
-        "waiting": sched.waiting_count(), "recent": recent_rows, "usage": usage_rows,
-        "chart": chart, "timezone": timezone, "requests_today": requests_today,
-    }
+        usage_rows, chart, requests_today = _usage(usage, today)
+    return Page(
+        version=f"v{__version__}",
+        policy=policy,
+        ready=ready,
+        draining=draining,
+        generated=dt.datetime.fromtimestamp(clock.time(), zone).strftime("%Y-%m-%d %H:%M:%S %Z"),
+        backends=tuple(_backend_row(status) for status in state.backends()),
+        targets=targets,
+        inflight=sum(t.inflight for t in targets),
+        waiting=sched.waiting_count(),
+        recent=tuple(_recent_row(done, zone) for done in recent),
+        usage=usage_rows,
+        chart=chart,
+        timezone=str(zone) if zone is not None else "no usage book",
+        requests_today=requests_today,
+    )
 
 
-def render_page(page: dict[str, Any]) -> str:
+def render_page(page: Page) -> str:
     return _ENV.get_template("status.html").render(page=page)

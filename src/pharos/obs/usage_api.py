@@ -43,7 +43,8 @@ def parse_query(params: dict[str, str], today: dt.date) -> UsageQuery:
         raise bad_request(f"unknown query parameter `{unknown[0]}`; use from, to, by, format")
     to_day = _date(params["to"], "to") if "to" in params else today
     from_day = (
-        _date(params["from"], "from") if "from" in params
+        _date(params["from"], "from")
+        if "from" in params
         else to_day - dt.timedelta(days=DEFAULT_DAYS - 1)
     )
     if from_day > to_day:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 
 from pharos.policy.explain import describe, why_against_least_loaded
 from pharos.policy.types import Candidate, Decision, PolicyConfig, RouteReq, Terms, Why
@@ -14,7 +15,6 @@ from pharos.policy.util import break_tie, median_or
 
 _INF = math.inf
 EST = 2  # index of est_ttft_s in Terms
-UTIL = 7
 
 
 def fallbacks(candidates: Sequence[Candidate], config: PolicyConfig) -> tuple[float, float, float]:
@@ -43,9 +43,10 @@ def score_candidates(
 
 def _score(
     request: RouteReq, candidates: Sequence[Candidate], config: PolicyConfig
-) -> tuple[list[Terms], int, int, float, int]:
-    """Each candidate's (target_id, feasible, est_ttft_s, wait_s, load_s, prefill_s,
-    kv_penalty_s, utilization). An infeasible cold load gets est_ttft_s = inf."""
+) -> tuple[list[Terms], int, int, int, int]:
+    """Terms per candidate (an infeasible cold load gets est_ttft_s = inf), with the indices of
+    the lowest and second-lowest estimate, of the least utilized target (the cheapest among
+    equals), and the count of feasible candidates. One loop: this is the routing hot path."""
     prefill_fb, load_fb, service_fb = fallbacks(candidates, config)
     prompt_tokens = request.prompt_tokens
     kv_from = config.kv_pressure_from
@@ -53,7 +54,8 @@ def _score(
     terms: list[Terms] = []
     append = terms.append
     best_est = second_est = least_util = _INF
-    best_i = second_i = -1
+    best_i = second_i = least_i = -1
+    least_est = _INF
     feasible_count = 0
     i = -1
     for (
@@ -103,12 +105,16 @@ def _score(
                 best_est, best_i = est, i
             elif est < second_est:
                 second_est, second_i = est, i
-            if util < least_util:
-                least_util = util
+            if util < least_util or (util == least_util and est < least_est):
+                least_util, least_est, least_i = util, est, i
         else:
             est = _INF
         append((target_id, feasible, est, wait, load, prefill, penalty, util))
-    return terms, best_i, second_i, least_util, feasible_count
+    return terms, best_i, second_i, least_i, feasible_count
+
+
+def _no_feasible_reason(candidates: int) -> str:
+    return f"no feasible target: {candidates} cold loads would evict busy models"
 
 
 def no_feasible_target(terms: list[Terms]) -> Decision:
@@ -116,14 +122,14 @@ def no_feasible_target(terms: list[Terms]) -> Decision:
         target_id=None,
         enqueue=True,
         why="only_choice" if len(terms) == 1 else "least_loaded",
-        reason=f"no feasible target: {len(terms)} cold loads would evict busy models",
         terms=tuple(terms),
+        explain=partial(_no_feasible_reason, len(terms)),
     )
 
 
 def pick(request: RouteReq, candidates: Sequence[Candidate], config: PolicyConfig) -> Decision:
     """Lowest est_ttft; ties (within config.tie_s) on utilization, then on the request's seed."""
-    terms, lowest, second, least_util, feasible_count = _score(request, candidates, config)
+    terms, lowest, second, least, feasible_count = _score(request, candidates, config)
     if feasible_count == 0:
         return no_feasible_target(terms)
     best = lowest
@@ -134,17 +140,15 @@ def pick(request: RouteReq, candidates: Sequence[Candidate], config: PolicyConfi
     enqueue = chosen.free_slots <= 0
     why: Why = "only_choice"
     if feasible_count > 1:
-        if terms[best][UTIL] == least_util:
-            why = "least_loaded"
-        else:
-            least = [i for i, t in enumerate(terms) if t[1] and t[UTIL] == least_util]
-            least_idx = least[0] if len(least) == 1 else break_tie(least, terms, request.seed)
-            why = why_against_least_loaded(terms[best], terms[least_idx])
+        # against the least utilized target (the cheapest of them, if several)
+        why = why_against_least_loaded(terms[best], terms[least])
     runner_up = second if best == lowest else lowest
     return Decision(
         target_id=chosen.target_id,
         enqueue=enqueue,
         why=why,
-        reason=describe(chosen, terms, best, runner_up, len(terms) - feasible_count, enqueue),
         terms=tuple(terms),
+        explain=partial(
+            describe, chosen, terms, best, runner_up, len(terms) - feasible_count, enqueue
+        ),
     )

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from functools import partial
 
 from pharos.policy.cost import no_feasible_target
 from pharos.policy.explain import residency_word
@@ -36,7 +37,15 @@ def pick_least_load(
     chosen = candidates[best]
     enqueue = chosen.free_slots <= 0
     why: Why = "only_choice" if len(feasible_idx) == 1 else "least_loaded"
-    reason = f"least loaded, {residency_word(chosen)}, utilization {terms[best][7]:.2f}"
-    if enqueue:
-        reason += ", queued: no free slot"
-    return Decision(chosen.target_id, enqueue, why, reason, tuple(terms))
+    return Decision(
+        chosen.target_id,
+        enqueue,
+        why,
+        tuple(terms),
+        partial(_reason, chosen, terms[best][7], enqueue),
+    )
+
+
+def _reason(chosen: Candidate, utilization: float, enqueue: bool) -> str:
+    reason = f"least loaded, {residency_word(chosen)}, utilization {utilization:.2f}"
+    return reason + ", queued: no free slot" if enqueue else reason

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
 Why = Literal["only_choice", "least_loaded", "cache", "warm"]
@@ -75,8 +76,14 @@ class Decision:
     target_id: int | None
     enqueue: bool  # the best target has no free slot: wait in the fair queue
     why: Why
-    reason: str  # human-readable, for logs and the status page
     terms: tuple[Terms, ...]  # per candidate, in candidate order; read them through `scores`
+    explain: Callable[[], str] = field(compare=False, repr=False)  # builds `reason` on demand
+
+    @property
+    def reason(self) -> str:
+        """Human-readable, for logs and the status page: `warm, 1.2k cached tok, est 0.4s vs
+        3.1s (cold)`. Built only when read, keeping string formatting off the routing path."""
+        return self.explain()
 
     @property
     def scores(self) -> tuple[Score, ...]:

@@ -21,6 +21,7 @@ and get every correct hit pruned.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Sequence
@@ -74,9 +75,19 @@ def _root(kind: bytes, model: str, tools: bytes | None) -> bytes:
     ).digest()
 
 
-def _link(previous: bytes, role: bytes, tag: bytes, content: bytes) -> bytes:
-    digest = hashlib.sha256(previous + _field(role) + tag)
-    digest.update(_field(content))
+_EMPTY_ROLE = _field(b"")
+
+
+@functools.lru_cache(maxsize=256)
+def _role_field(role: str) -> bytes:
+    """Roles repeat on every message: encode each one once."""
+    return _field(_utf8(role))
+
+
+def _link(previous: bytes, role_field: bytes, tag: bytes, content: bytes) -> bytes:
+    digest = hashlib.sha256(previous)
+    digest.update(role_field + tag + len(content).to_bytes(8, "big"))
+    digest.update(content)
     return digest.digest()
 
 
@@ -106,6 +117,13 @@ def _text_bytes_of_parts(raw: bytes) -> int:
 
 def _content(content: object) -> tuple[bytes, bytes, int]:
     """(tag, hashed bytes, text bytes) of one message content."""
+    if isinstance(content, msgspec.Raw):
+        raw = bytes(content)
+        if raw[:1] == b'"' and raw[-1:] == b'"' and b"\\" not in raw:
+            # A JSON string with no escapes: its bytes between the quotes are its UTF-8 text.
+            text = raw[1:-1]
+            return _TAG_TEXT, text, len(text)
+        return _content(raw)
     if isinstance(content, str):
         text = _utf8(content)
         return _TAG_TEXT, text, len(text)
@@ -141,11 +159,23 @@ def chain_for_chat(
     hashes: list[int] = []
     cum_bytes: list[int] = []
     covered = 0
+    sha256 = hashlib.sha256
+    from_bytes = int.from_bytes
     for role, content in messages:
-        tag, data, text_bytes = _content(content)
-        previous = _link(previous, _utf8(role), tag, data)
+        # The common case inline (this loop runs once per message of every request):
+        # a JSON string with no escapes, whose bytes between the quotes are its text.
+        raw = bytes(content) if type(content) is msgspec.Raw else None
+        if raw is not None and raw[:1] == b'"' and raw[-1:] == b'"' and b"\\" not in raw:
+            tag, data = _TAG_TEXT, raw[1:-1]
+            text_bytes = len(data)
+        else:
+            tag, data, text_bytes = _content(content if raw is None else raw)
+        digest = sha256(previous)
+        digest.update(_role_field(role) + tag + len(data).to_bytes(8, "big"))
+        digest.update(data)
+        previous = digest.digest()
         covered += text_bytes
-        hashes.append(_to_int(previous))
+        hashes.append(from_bytes(previous[:8], "big"))
         cum_bytes.append(covered)
     return Chain(tuple(hashes), tuple(cum_bytes))
 
@@ -160,7 +190,7 @@ def chain_for_prompt(model: str, prompt: str) -> Chain:
     cum_bytes: list[int] = []
     for start in range(0, len(data), PROMPT_BLOCK_BYTES):
         block = data[start : start + PROMPT_BLOCK_BYTES]
-        previous = _link(previous, b"", _TAG_TEXT, block)
+        previous = _link(previous, _EMPTY_ROLE, _TAG_TEXT, block)
         hashes.append(_to_int(previous))
         cum_bytes.append(start + len(block))
     return Chain(tuple(hashes), tuple(cum_bytes))

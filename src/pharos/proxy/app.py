@@ -6,6 +6,7 @@ admission (rpm, daily tokens) → ask for usage on streamed chat → Forwarder.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -48,6 +49,13 @@ UNAUTHORIZED = ClientError(
     "invalid_api_key",
     None,
     ("admission", "unauthorized"),
+)
+
+PHAROS_ERROR = ClientError(
+    500,
+    "Pharos failed on this request; its log has the details.",
+    "server_error",
+    "pharos_error",
 )
 
 
@@ -205,8 +213,6 @@ class Proxy:
                     body = ask_for_usage(body, has_stream_options=parsed.has_stream_options)
                     strip = True
                     record.decide("usage", "pharos_asked")
-            if parsed.control:
-                record.decide("load", "control")
             response = await self._forwarder.run(
                 request, route, parsed, body,
                 key_name=key.name, weight=key.weight, strip_usage_chunk=strip, record=record,
@@ -218,9 +224,14 @@ class Proxy:
             if err.outcome is not None:
                 record.decide(*err.outcome)
             return error_response(err, ollama=route.ollama_native)
-        except BaseException:
+        except asyncio.CancelledError:
             status = 499
             raise
+        except Exception:
+            log.exception("proxy error on %s", request.path)
+            status = 500
+            record.decide("upstream", "pharos_error")
+            return error_response(PHAROS_ERROR, ollama=route.ollama_native)
         finally:
             self.inflight_streams -= 1
             self.on_done(finish(record, status, self.clock.now(), self.clock.time()))

@@ -28,7 +28,9 @@ class ClientError(Exception):
 
 
 def bad_request(message: str, code: str = "invalid_request_error") -> ClientError:
-    return ClientError(400, message, "invalid_request_error", code, None, ("admission", "bad_request"))
+    return ClientError(
+        400, message, "invalid_request_error", code, None, ("admission", "bad_request")
+    )
 
 
 def model_not_found(model: str) -> ClientError:

@@ -20,7 +20,8 @@ import msgspec
 from aiohttp import web
 
 from pharos.clock import Clock
-from pharos.engine.types import Kind, Residency
+from pharos.engine.types import Kind
+from pharos.engine.usage import Usage
 from pharos.proxy.done import RequestRecord
 from pharos.proxy.errors import ClientError, model_not_found, queue_full, unavailable
 from pharos.proxy.parse import ParsedRequest, rename_model
@@ -31,8 +32,8 @@ from pharos.sched import (
     QueueFull,
     RouteRequest,
     Scheduler,
-    UnknownModel,
     Unavailable,
+    UnknownModel,
 )
 from pharos.state import State
 
@@ -84,11 +85,30 @@ def refusal_message(body: bytes) -> str:
     except msgspec.DecodeError:
         pass
     text = message if isinstance(message, str) else body.decode("utf-8", "replace")
-    return text.encode("utf-8")[:_REFUSAL_LOG_BYTES].decode("utf-8", "ignore")
+    cut = text.encode("utf-8")[:_REFUSAL_LOG_BYTES].decode("utf-8", "ignore")
+    return " ".join(cut.split())  # one log line, whatever the engine sent
+
+
+_NO_REPLY = Feedback(status=None, ttft_s=None, duration_s=None, prompt_tokens=None,
+                     cached_tokens=None, completion_tokens=None)
+_CLIENT_LEFT = Feedback(status=None, ttft_s=None, duration_s=None, prompt_tokens=None,
+                        cached_tokens=None, completion_tokens=None, client_left=True)
+
+
+def not_on_ollama(model: str) -> ClientError:
+    return ClientError(
+        404,
+        f"model '{model}' is not served by any Ollama backend "
+        "(Pharos does not translate /api/* to other engines)",
+        "invalid_request_error",
+        "model_not_found",
+        None,
+        ("route", "unknown_model"),
+    )
 
 
 class Forwarder:
-    """Owns one request's attempts; the shared pieces are passed in."""
+    """Runs one request's attempts; the shared pieces are passed in."""
 
     def __init__(
         self,
@@ -108,14 +128,14 @@ class Forwarder:
         self._on_usage = on_usage
 
     def _excluded_for(self, route: Route, model: str) -> set[int]:
+        """/api/* goes to Ollama backends only: a model no Ollama lists is a 404 there."""
         if not route.ollama_native:
             return set()
-        now = self._clock.now()
-        return {
-            view.target_id
-            for view in self._state.targets_for_model(model, now)
-            if view.kind is not Kind.OLLAMA
-        }
+        views = self._state.targets_for_model(model, self._clock.now())
+        excluded = {view.target_id for view in views if view.kind is not Kind.OLLAMA}
+        if views and len(excluded) == len(views):
+            raise not_on_ollama(model)
+        return excluded
 
     async def run(
         self,
@@ -147,16 +167,6 @@ class Forwarder:
             except UnknownModel:
                 if refusal is not None:
                     return self._refused(refusal, route)
-                if excluded and route.ollama_native and attempt == 0:
-                    raise ClientError(
-                        404,
-                        f"model '{parsed.model}' is not served by any Ollama backend "
-                        "(Pharos does not translate /api/* to other engines)",
-                        "invalid_request_error",
-                        "model_not_found",
-                        None,
-                        ("route", "unknown_model"),
-                    ) from None
                 raise model_not_found(parsed.model) from None
             except Unavailable:
                 if refusal is not None:
@@ -167,29 +177,54 @@ class Forwarder:
             except asyncio.CancelledError:
                 record.decide("route", "client_left")
                 raise
-            outcome = await self._attempt(
-                request, route, parsed, body, lease, strip_usage_chunk, record, attempt
-            )
-            if outcome is None or isinstance(outcome, Refusal):
-                refusal = outcome if outcome is not None else refusal
-                excluded.add(lease.target.target_id)
-                continue
-            return outcome
+            try:
+                outcome = await self._attempt(
+                    request, route, parsed, body, lease, strip_usage_chunk, record, attempt
+                )
+            except asyncio.CancelledError:
+                if not lease.released:
+                    lease.release(_CLIENT_LEFT)
+                    record.decide("upstream", "client_left")
+                raise
+            finally:
+                lease.release(_NO_REPLY)  # a no-op unless an unexpected error skipped it
+            if isinstance(outcome, web.StreamResponse):
+                return outcome
+            refusal = outcome if outcome is not None else refusal
+            excluded.add(lease.target.target_id)
         if refusal is None:
             raise unavailable(parsed.model)
         return self._refused(refusal, route)
 
     def _refused(self, refusal: Refusal, route: Route) -> web.StreamResponse:
+        """The engine's own answer when no other target took the retry."""
         if route.coding_agent and refusal.status == 404:
             raise ClientError(
                 400,
-                f"The backend {refusal.backend_url} does not serve {route.name} "
-                f"(/v1/{route.name} answered 404) and no other backend serving this model does.",
+                f"The backend {refusal.backend_url} does not serve /v1/{route.name} (it answered "
+                "404) and no other backend serving this model does.",
                 "invalid_request_error",
                 "route_not_served",
+                None,
+                ("upstream", "error_status"),
             )
-        return web.Response(status=refusal.status, body=refusal.body, content_type=None,
+        return web.Response(status=refusal.status, body=refusal.body,
                             headers={"Content-Type": refusal.content_type})
+
+    def _note_lease(self, record: RequestRecord, lease: Lease, attempt: int) -> None:
+        record.decide("route", lease.route_outcome)
+        record.decide("queue", lease.queue_outcome)
+        record.target_key = lease.target.key
+        record.backend_url = lease.target.backend_url
+        record.reason = lease.decision.reason
+        record.queue_wait_s = lease.queue_wait_s
+        record.prefix_source = (
+            lease.predicted.source.name.lower() if lease.predicted is not None else None
+        )
+        if attempt == 0:
+            record.overhead_s = max(
+                0.0, self._clock.now() - record.started_s - lease.queue_wait_s
+            )
 
     async def _attempt(
         self,
@@ -204,78 +239,67 @@ class Forwarder:
     ) -> web.StreamResponse | Refusal | None:
         """The reply, a refusal worth retrying elsewhere, or None when the connection failed."""
         target = lease.target
-        decision = lease.decision
-        record.decide("route", decision.why)
-        record.decide("queue", "waited" if lease.queue_wait_s > 0 else "immediate")
-        record.target_key = target.key
-        record.backend_url = target.backend_url
-        record.reason = decision.reason
-        record.queue_wait_s = lease.queue_wait_s
-        if lease.predicted is not None:
-            record.prefix_source = lease.predicted.source.name.lower()
+        self._note_lease(record, lease, attempt)
         out_body = body if target.served_model == target.model else rename_model(
             body, target.served_model
         )
         url = target.backend_url.rstrip("/") + request.path_qs
-        if attempt == 0:
-            record.overhead_s = max(
-                0.0, self._clock.now() - record.started_s - lease.queue_wait_s
-            )
         sent_s = self._clock.now()
         try:
             upstream = await self._session.post(
                 url, data=out_body, headers=forward_headers(request)
             )
-        except asyncio.CancelledError:
-            lease.release(Feedback(status=None, ttft_s=None, duration_s=None, prompt_tokens=None,
-                                   cached_tokens=None, completion_tokens=None, client_left=True))
-            record.decide("upstream", "client_left")
-            raise
         except (aiohttp.ClientConnectionError, TimeoutError, OSError) as exc:
-            self._state.eject(target.backend_url, f"connect failed: {type(exc).__name__}")
-            lease.release(Feedback(status=None, ttft_s=None, duration_s=None, prompt_tokens=None,
-                                   cached_tokens=None, completion_tokens=None))
-            record.decide("upstream", "connect_failed")
+            self._connect_failed(lease, record, exc)
             return None
 
         status = upstream.status
-        retryable = status >= 500 or (status == 404 and route.coding_agent)
-        if retryable:
+        if not (status >= 500 or (status == 404 and route.coding_agent)):
+            return await self._stream(request, upstream, lease, strip_usage_chunk, record, sent_s)
+        try:
             refused_body = await upstream.read()
+        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            upstream.close()
+            self._connect_failed(lease, record, exc)
+            return None
+        finally:
             upstream.release()
-            lease.release(Feedback(status=status, ttft_s=None,
-                                   duration_s=self._clock.now() - sent_s, prompt_tokens=None,
-                                   cached_tokens=None, completion_tokens=None))
-            if status >= 500 and status != 503:
-                log.warning(
-                    "backend %s refused a request with %d: %s",
-                    target.backend_url, status, refusal_message(refused_body),
-                )
-            record.decide("upstream", "busy_retried" if status == 503 else "error_retried")
-            return Refusal(status, refused_body,
-                           upstream.headers.get("Content-Type", "application/json"),
-                           target.backend_url)
-        return await self._stream(request, upstream, lease, parsed, strip_usage_chunk,
-                                  record, sent_s)
+        lease.release(Feedback(status=status, ttft_s=None, duration_s=self._clock.now() - sent_s,
+                               prompt_tokens=None, cached_tokens=None, completion_tokens=None))
+        if status >= 500 and status != 503:
+            log.warning(
+                "backend %s refused a request with %d: %s",
+                target.backend_url, status, refusal_message(refused_body),
+            )
+        record.decide("upstream", "busy_retried" if status == 503 else "error_retried")
+        return Refusal(status, refused_body,
+                       upstream.headers.get("Content-Type", "application/json"),
+                       target.backend_url)
+
+    def _connect_failed(self, lease: Lease, record: RequestRecord, exc: BaseException) -> None:
+        """A refused or broken connection before any reply: eject, and retry elsewhere."""
+        self._state.eject(lease.target.backend_url, f"connect failed: {type(exc).__name__}")
+        lease.release(_NO_REPLY)
+        record.decide("upstream", "connect_failed")
 
     async def _stream(
         self,
         request: web.Request,
         upstream: aiohttp.ClientResponse,
         lease: Lease,
-        parsed: ParsedRequest,
         strip_usage_chunk: bool,
         record: RequestRecord,
         sent_s: float,
     ) -> web.StreamResponse:
         target = lease.target
-        response = web.StreamResponse(status=upstream.status)
+        status = upstream.status
+        response = web.StreamResponse(status=status)
         content_type = upstream.headers.get("Content-Type")
         if content_type is not None:
             response.headers["Content-Type"] = content_type
-        tap = StreamTap(strip_usage_chunk=strip_usage_chunk and upstream.status == 200)
+        tap = StreamTap(strip_usage_chunk=strip_usage_chunk and status == 200)
         ttft_s: float | None = None
-        feedback_status = upstream.status
+
         try:
             await response.prepare(request)
             try:
@@ -294,7 +318,7 @@ class Forwarder:
             await response.write_eof()
         except UpstreamDied as died:
             self._state.eject(target.backend_url, f"died mid-reply: {died}")
-            lease.release(Feedback(status=feedback_status, ttft_s=ttft_s,
+            lease.release(Feedback(status=status, ttft_s=ttft_s,
                                    duration_s=self._clock.now() - sent_s, prompt_tokens=None,
                                    cached_tokens=None, completion_tokens=None,
                                    died_mid_reply=True))
@@ -302,67 +326,55 @@ class Forwarder:
             record.metered = False
             _cut(request)
             return response
-        except (asyncio.CancelledError, ConnectionResetError,
-                aiohttp.ClientConnectionResetError) as exc:
+        except (asyncio.CancelledError, ConnectionError, aiohttp.ClientConnectionResetError) as exc:
             upstream.close()
-            lease.release(Feedback(status=feedback_status, ttft_s=ttft_s,
+            lease.release(Feedback(status=status, ttft_s=ttft_s,
                                    duration_s=self._clock.now() - sent_s, prompt_tokens=None,
                                    cached_tokens=None, completion_tokens=None, client_left=True))
             record.decide("upstream", "client_left")
             if isinstance(exc, asyncio.CancelledError):
                 raise
             return response
+        except Exception:
+            log.exception("proxy error while streaming from %s", target.backend_url)
+            upstream.close()
+            lease.release(_NO_REPLY)
+            record.decide("upstream", "pharos_error")
+            _cut(request)
+            return response
         finally:
             upstream.release()
-        duration_s = self._clock.now() - sent_s
-        ok = 200 <= upstream.status < 300
+        self._finished(lease, record, status, ttft_s, self._clock.now() - sent_s, usage)
+        return response
+
+    def _finished(
+        self, lease: Lease, record: RequestRecord, status: int, ttft_s: float | None,
+        duration_s: float, usage: Usage | None,
+    ) -> None:
+        """Feedback, decisions and metering of a reply the engine ended cleanly."""
         prompt = usage.prompt_tokens if usage is not None else None
         cached = usage.cached_tokens if usage is not None else None
         completion = usage.completion_tokens if usage is not None else None
-        lease.release(Feedback(
-            status=upstream.status, ttft_s=ttft_s, duration_s=duration_s,
+        fb = Feedback(
+            status=status, ttft_s=ttft_s, duration_s=duration_s,
             prompt_tokens=prompt, cached_tokens=cached, completion_tokens=completion,
             engine_load_s=usage.engine_load_s if usage is not None else None,
             engine_prefill_s=usage.engine_prefill_s if usage is not None else None,
-        ))
+        )
+        lease.release(fb)
+        ok = 200 <= status < 300
         record.decide("upstream", "ok" if ok else "error_status")
-        if ok:
-            _judge_prediction(record, lease, cached, usage.engine_load_s if usage else None,
-                              parsed.control)
         record.ttft_s = ttft_s
         record.prompt_tokens, record.cached_tokens, record.completion_tokens = (
             prompt, cached, completion)
-        if ok:
-            record.metered = prompt is not None and completion is not None
-            self._on_usage(record.key, parsed.model, prompt, cached, completion)
-        return response
-
-
-_LOAD_SEEN_S = 0.010
-"""An engine-reported load under 10 ms loaded nothing (spec §5)."""
-
-
-def _judge_prediction(
-    record: RequestRecord, lease: Lease, cached_tokens: int | None, engine_load_s: float | None,
-    control: bool,
-) -> None:
-    """The prefix and load decisions of a reply the engine served (spec §13)."""
-    predicted = lease.predicted
-    if cached_tokens is None:
-        record.decide("prefix", "unknown")
-    elif predicted is not None:
-        predicted_tokens = predicted.matched_bytes // 4
-        hit = cached_tokens * 2 >= predicted_tokens
-        record.decide("prefix", "predicted_hit" if hit else "wrong_prediction")
-    else:
-        record.decide("prefix", "unpredicted_hit" if cached_tokens > 0 else "miss")
-    if control:
-        return
-    cold = lease.target.residency is Residency.COLD
-    if cold:
-        record.decide("load", "cold_start")
-    elif engine_load_s is not None and engine_load_s >= _LOAD_SEEN_S:
-        record.decide("load", "unexpected_load")
+        if not ok:
+            return
+        record.decide("prefix", lease.prefix_outcome(fb))
+        load = lease.load_outcome(fb)
+        if load is not None:
+            record.decide("load", load)
+        record.metered = prompt is not None and completion is not None
+        self._on_usage(record.key, lease.request.model, prompt, cached, completion)
 
 
 def _cut(request: web.Request) -> None:

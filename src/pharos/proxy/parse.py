@@ -23,16 +23,22 @@ class _Message(msgspec.Struct):
     content: msgspec.Raw = msgspec.Raw(b"null")
 
 
+_NULL = msgspec.Raw(b"null")
+
+
 class _Body(msgspec.Struct):
+    """msgspec.Raw cannot sit in a union (`Raw | None` refuses every non-null value), so an
+    absent raw field defaults to the JSON null it would have been."""
+
     model: Any = None
     messages: list[_Message] | None = None
-    tools: msgspec.Raw | None = None
+    tools: msgspec.Raw = _NULL
     stream: Any = None
-    stream_options: Any = None
-    prompt: msgspec.Raw | None = None
-    input: msgspec.Raw | None = None
-    system: msgspec.Raw | None = None
-    instructions: msgspec.Raw | None = None
+    stream_options: Any = msgspec.UNSET
+    prompt: msgspec.Raw = _NULL
+    input: msgspec.Raw = _NULL
+    system: msgspec.Raw = _NULL
+    instructions: msgspec.Raw = _NULL
 
 
 _BODY_DECODER = msgspec.json.Decoder(_Body)
@@ -89,10 +95,10 @@ def parse_request(body: bytes, *, route: str, stream_default: bool = False) -> P
 
     stream = decoded.stream if isinstance(decoded.stream, bool) else stream_default
     options = decoded.stream_options
-    has_options = options is not None
+    has_options = options is not msgspec.UNSET
     asked = isinstance(options, dict) and options.get("include_usage") is True
 
-    tools = bytes(decoded.tools) if decoded.tools is not None else None
+    tools = bytes(decoded.tools) if bytes(decoded.tools) != b"null" else None
     control = False
     chain: Chain | None
     if route in ("chat", "messages"):
@@ -138,15 +144,16 @@ def parse_request(body: bytes, *, route: str, stream_default: bool = False) -> P
 def ask_for_usage(body: bytes, *, has_stream_options: bool) -> bytes:
     """Set stream_options.include_usage, keeping the client's other stream options.
 
-    With no stream_options the key is inserted after the opening brace, so the
-    rest of the body goes to the engine byte for byte.
+    With no stream_options key at all (not even `null`) the key is inserted after
+    the opening brace, so the rest of the body goes to the engine byte for byte.
     """
     if not has_stream_options:
         start = body.index(b"{")
         return body[: start + 1] + b'"stream_options":{"include_usage":true},' + body[start + 1 :]
     whole = msgspec.json.decode(body)
     options = whole.get("stream_options")
-    whole["stream_options"] = {**(options if isinstance(options, dict) else {}), "include_usage": True}
+    kept = options if isinstance(options, dict) else {}
+    whole["stream_options"] = {**kept, "include_usage": True}
     return msgspec.json.encode(whole)
 
 
