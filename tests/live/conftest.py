@@ -39,6 +39,7 @@ from live_engines import (
     REPO_ROOT,
     EngineMissing,
     RunningEngine,
+    engine_cache,
     gemma_gguf,
     require,
     smollm2_gguf,
@@ -160,18 +161,21 @@ def llamacpp_router(
         require([smollm2_gguf(), gemma_gguf()], "fetch-models.sh")
     except EngineMissing as missing:
         pytest.fail(str(missing), pytrace=False)
-    with tempfile.TemporaryDirectory(prefix="pharos-router-models-") as tmp:
-        models = Path(tmp)
-        (models / "smollm2.gguf").symlink_to(smollm2_gguf())
-        (models / "gemma3.gguf").symlink_to(gemma_gguf())
-        try:
-            engine = start_llamacpp_router(models, engine_logs)
-        except EngineMissing as missing:
-            pytest.fail(str(missing), pytrace=False)
-        try:
-            result = asyncio.run(_capture_router(engine, capture_root))
-        finally:
-            engine.stop()
+    models = engine_cache() / "router-models"  # a stable path: the capture lists it
+    models.mkdir(parents=True, exist_ok=True)
+    for name, target in (("smollm2.gguf", smollm2_gguf()), ("gemma3.gguf", gemma_gguf())):
+        link = models / name
+        if link.is_symlink() or link.exists():
+            link.unlink()
+        link.symlink_to(target)
+    try:
+        engine = start_llamacpp_router(models, engine_logs)
+    except EngineMissing as missing:
+        pytest.fail(str(missing), pytrace=False)
+    try:
+        result = asyncio.run(_capture_router(engine, capture_root))
+    finally:
+        engine.stop()
     yield engine, result
 
 

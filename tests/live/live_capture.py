@@ -26,7 +26,7 @@ from typing import Any
 
 import aiohttp
 
-from pharos.engine.record import record
+from pharos.engine.record import meta_yaml, record
 
 BUSY_REQUESTS = 4
 SATURATED_REQUESTS = 8
@@ -44,7 +44,7 @@ def long_prefix_prompt() -> str:
     sentences = [
         f"{PROMPT_MARKER} prefix sentence {i}: the lighthouse keeper logs ship {i * 7 % 31} "
         f"at bearing {i * 13 % 360} degrees and notes calm water."
-        for i in range(1, 29)
+        for i in range(1, 21)
     ]
     return " ".join(sentences) + " Summarize the log in one word."
 
@@ -123,9 +123,7 @@ class Driver:
         if out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True)
-        (out / "meta.yaml").write_text(
-            "".join(f"{k}: {json.dumps(v)}\n" for k, v in self._version_meta().items())
-        )
+        (out / "meta.yaml").write_text(meta_yaml(self._version_meta()))
         await self._state("idle")
         await self._chat_once(SHORT_PROMPT, max_tokens=4)
         await self._state("loaded")

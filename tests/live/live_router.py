@@ -9,7 +9,7 @@ model; `autoload=false` is how a GET says so).
 from __future__ import annotations
 
 import asyncio
-import json
+import shutil
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 from live_capture import PROMPT_MARKER
 
-from pharos.engine.record import RECORD_PATHS, record
+from pharos.engine.record import RECORD_PATHS, meta_yaml, record
 
 ROUTER_MODELS = ("smollm2", "gemma3")
 """File stems in the models dir: the router lists each GGUF under its file name."""
@@ -82,8 +82,10 @@ async def capture_router(
     out = root / "llamacpp-router" / version
     result = RouterCapture(out_dir=out, version=version)
     paths = RECORD_PATHS + tuple(p for m in ROUTER_MODELS for p in per_model_paths(m))
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "meta.yaml").write_text("".join(f"{k}: {json.dumps(v)}\n" for k, v in meta.items()))
+    if out.exists():
+        shutil.rmtree(out)
+    out.mkdir(parents=True)
+    (out / "meta.yaml").write_text(meta_yaml(meta))
 
     async def state(name: str) -> None:
         result.statuses[name] = await _statuses(session, url)

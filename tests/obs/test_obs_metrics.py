@@ -190,6 +190,12 @@ async def test_inflight_and_queue_gauges_while_held(start_router: StartRouter) -
     assert value(text, "pharos_target_inflight", target=target) == 1
     assert value(text, "pharos_target_inflight_cluster", target=target) == 1
     assert value(text, "pharos_queue_waiting") == 2
+    _, _, html = await router.get("/status")
+    page = parse_status(html.decode())
+    [row] = [row for row in page.rows if row.attrs.get("data-target") == target]
+    assert row.cell("in flight here / cluster") == "1 / 1"
+    assert row.cell("capacity") == "1 (config)"
+    assert "waiting in queue2" in " ".join(page.text_by_section["summary"].split())
     engine.release()
     await asyncio.gather(*tasks)
     text = await metrics(router)

@@ -34,7 +34,10 @@ FAST_STATE = StateOptions(
     stale_factor=100.0,  # a loaded test machine may miss a few 20 ms rounds: not "down"
 )
 SLOW_STATE = StateOptions(
-    fast_interval_s=60.0, full_interval_s=60.0, scrape_timeout_s=2.0, resolve_timeout_s=2.0,
+    fast_interval_s=60.0,
+    full_interval_s=60.0,
+    scrape_timeout_s=2.0,
+    resolve_timeout_s=2.0,
     jitter_fraction=0.0,
 )
 """One round at start, then none during a test: only the proxy can eject a backend."""
@@ -71,7 +74,8 @@ class Interceptor:
 
     @web.middleware
     async def _middleware(
-        self, request: web.Request,
+        self,
+        request: web.Request,
         handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
     ) -> web.StreamResponse:
         if request.method != "POST":
@@ -128,8 +132,9 @@ class Rig:
     def backend_up(self, url: str) -> bool:
         return any(b.up for b in self.pharos.state.backends() if b.url == url)
 
-    async def until(self, condition: Callable[[], object], what: str, timeout_s: float = WAIT_S
-                    ) -> None:
+    async def until(
+        self, condition: Callable[[], object], what: str, timeout_s: float = WAIT_S
+    ) -> None:
         """Poll a condition of in-process state (no I/O) until it holds; fail after timeout_s."""
         deadline = asyncio.get_running_loop().time() + timeout_s
         while not condition():
@@ -138,8 +143,10 @@ class Rig:
             await asyncio.sleep(0.005)
 
     async def until_loaded(self, url: str, model: str) -> None:
-        await self.until(lambda: self.view(url, model).residency is Residency.LOADED,
-                         f"{model} loaded on {url} as Pharos sees it")
+        await self.until(
+            lambda: self.view(url, model).residency is Residency.LOADED,
+            f"{model} loaded on {url} as Pharos sees it",
+        )
 
     async def until_done(self, count: int) -> None:
         await self.until(lambda: len(self.done) >= count, f"{count} finished requests")
@@ -155,8 +162,15 @@ class Rig:
                 return response.status, await response.json()
             return response.status, data
 
-    async def chat(self, model: str, content: str, *, path: str = "/v1/chat/completions",
-                   messages: list[dict[str, str]] | None = None, **extra: Any) -> tuple[int, Any]:
+    async def chat(
+        self,
+        model: str,
+        content: str,
+        *,
+        path: str = "/v1/chat/completions",
+        messages: list[dict[str, str]] | None = None,
+        **extra: Any,
+    ) -> tuple[int, Any]:
         body = {"model": model, "messages": messages or [{"role": "user", "content": content}]}
         body.update(extra)
         return await self.post(path, body)
@@ -182,14 +196,19 @@ async def rig() -> AsyncIterator[RigFactory]:
             urls = [await stack.enter_async_context(serve(b.fake)) for b in backends]
             specs = [
                 BackendSpec(
-                    url, kind_of(b.fake), memory_bytes=b.memory_bytes, capacity=b.capacity,
+                    url,
+                    kind_of(b.fake),
+                    memory_bytes=b.memory_bytes,
+                    capacity=b.capacity,
                     aliases=dict(b.aliases),
                 )
                 for url, b in zip(urls, backends, strict=True)
             ]
             done: list[RequestDone] = []
             options = RuntimeOptions(
-                state=state, proxy=proxy or ProxyOptions(seed=1), queue_limit=queue_limit,
+                state=state,
+                proxy=proxy or ProxyOptions(seed=1),
+                queue_limit=queue_limit,
                 on_done=done.append,
             )
             pharos = Pharos(Config(), backends=[*specs, *extra_specs], options=options)
@@ -197,8 +216,9 @@ async def rig() -> AsyncIterator[RigFactory]:
             client = await stack.enter_async_context(aiohttp.ClientSession())
             result = Rig(base, pharos, [b.fake for b in backends], urls, client, done)
             if wait_up:
-                await result.until(lambda: all(result.backend_up(u) for u in urls),
-                                   "every backend up")
+                await result.until(
+                    lambda: all(result.backend_up(u) for u in urls), "every backend up"
+                )
             return result
 
         yield start

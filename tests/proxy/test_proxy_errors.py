@@ -44,8 +44,10 @@ def ollama_error(status: int, got: tuple[int, bytes]) -> str:
 
 @pytest.fixture
 async def ollama_rig(rig: RigFactory) -> Rig:
-    return await rig(Backend(FakeOllama(sleep=no_sleep), capacity=2),
-                     proxy=ProxyOptions(max_body_bytes=4096, seed=1))
+    return await rig(
+        Backend(FakeOllama(sleep=no_sleep), capacity=2),
+        proxy=ProxyOptions(max_body_bytes=4096, seed=1),
+    )
 
 
 BAD_BODIES = [
@@ -119,8 +121,11 @@ async def test_a_full_queue_is_429_with_retry_after(rig: RigFactory) -> None:
 
 
 async def test_wrong_methods_and_unknown_paths_are_no_500(ollama_rig: Rig) -> None:
-    for method, path in [("GET", "/v1/chat/completions"), ("PUT", "/v1/models"),
-                         ("GET", "/v1/nothing")]:
+    for method, path in [
+        ("GET", "/v1/chat/completions"),
+        ("PUT", "/v1/models"),
+        ("GET", "/v1/nothing"),
+    ]:
         async with ollama_rig.client.request(method, ollama_rig.base + path) as response:
             assert 400 <= response.status < 500, (method, path, response.status)
     async with ollama_rig.client.get(ollama_rig.base + "/api/chat") as response:

@@ -13,8 +13,11 @@ from conftest import Backend, RigFactory
 
 from pharos.fakeengine import FakeLlamaCpp, Ledger, no_sleep
 
-CAPTURES = Path(os.environ.get("PHAROS_CAPTURES",
-                               Path(__file__).resolve().parents[2].parent / "shared" / "captures"))
+CAPTURES = Path(
+    os.environ.get(
+        "PHAROS_CAPTURES", Path(__file__).resolve().parents[2].parent / "shared" / "captures"
+    )
+)
 RECORDED = CAPTURES / "clients" / "open-webui" / "v0.11.4-openai"
 MODEL = "qwen2.5:3b"  # what Open WebUI asked for; the fakes serve it under an alias
 DROPPED_HEADERS = {"host", "content-length", "accept-encoding"}
@@ -47,11 +50,13 @@ async def test_open_webui_replays_with_prefix_affinity(rig: RigFactory) -> None:
     by_seq: dict[int, tuple[str | None, tuple[tuple[str, str], ...], int | None]] = {}
     for request in requests:
         method, path, body = str(request["method"]), str(request["path"]), request["body"]
-        headers = {k: str(v) for k, v in dict(request["headers"]).items()  # type: ignore[call-overload]
-                   if k.lower() not in DROPPED_HEADERS}
+        headers = {
+            k: str(v)
+            for k, v in dict(request["headers"]).items()  # type: ignore[call-overload]
+            if k.lower() not in DROPPED_HEADERS
+        }
         data = body.encode() if isinstance(body, str) and body else None
-        async with r.client.request(method, r.base + path, data=data,
-                                    headers=headers) as response:
+        async with r.client.request(method, r.base + path, data=data, headers=headers) as response:
             reply = await response.read()
             assert response.status == request["status"], reply[:300]
         if path == "/v1/models":

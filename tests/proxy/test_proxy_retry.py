@@ -57,8 +57,11 @@ async def test_a_5xx_is_retried_elsewhere_logged_cut_and_does_not_eject(
     assert refused, "the refusing engine got no request: the test proves nothing"
     assert len(spies[1].posted(CHAT)) == 4
     assert backend_status(r, r.urls[0]) == (True, None)
-    warnings = [rec.getMessage() for rec in caplog.records
-                if rec.name == "pharos.proxy" and rec.levelno == logging.WARNING]
+    warnings = [
+        rec.getMessage()
+        for rec in caplog.records
+        if rec.name == "pharos.proxy" and rec.levelno == logging.WARNING
+    ]
     assert len(warnings) == len(refused)
     for line in warnings:
         assert r.urls[0] in line and " 500: " in line
@@ -126,8 +129,9 @@ async def test_a_killed_engine_cuts_only_its_stream_without_retry_and_is_ejected
     assert head.startswith(b"data: ")
     victim = 0 if fakes[0].running() == 1 else 1
     survivor = 1 - victim
-    second = await r.client.post(r.base + CHAT, json=body | {"messages": [
-        {"role": "user", "content": "other"}]})
+    second = await r.client.post(
+        r.base + CHAT, json=body | {"messages": [{"role": "user", "content": "other"}]}
+    )
     await r.until(lambda: fakes[survivor].running() == 1, "the second stream on the other fake")
 
     await kill(fakes[victim])
@@ -165,9 +169,12 @@ async def test_an_ollama_native_stream_cut_mid_reply_never_ends_cleanly(rig: Rig
     await r.until(lambda: r.inflight() == 0, "the slot back")
 
 
-@pytest.mark.xfail(strict=True, reason="FakeEngine.kill() stops the listener and aborts replies "
-                   "in flight but leaves idle keep-alive connections open, so a pooled "
-                   "connection still reaches the dead fake, which answers 500 instead of refusing")
+@pytest.mark.xfail(
+    strict=True,
+    reason="FakeEngine.kill() stops the listener and aborts replies "
+    "in flight but leaves idle keep-alive connections open, so a pooled "
+    "connection still reaches the dead fake, which answers 500 instead of refusing",
+)
 async def test_a_killed_fake_refuses_pooled_connections_too(rig: RigFactory) -> None:
     r, fakes, _spies = await two_llamacpps(rig)
     await fakes[0].kill()

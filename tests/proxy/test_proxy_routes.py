@@ -32,11 +32,15 @@ class OldOllama(FakeOllama):
 
 @pytest.fixture
 async def mixed(rig: RigFactory) -> Rig:
-    first = FakeOllama([FakeModel(QWEN), FakeModel(MINILM, 45_960_996, 50_000_000,
-                                                   embedding=True)], sleep=no_sleep)
+    first = FakeOllama(
+        [FakeModel(QWEN), FakeModel(MINILM, 45_960_996, 50_000_000, embedding=True)], sleep=no_sleep
+    )
     second = OldOllama([FakeModel(LLAMA, 1_321_098_329, 2_019_000_000)], sleep=no_sleep)
-    return await rig(Backend(first, capacity=1), Backend(second, capacity=1),
-                     Backend(FakeVLLM(VLLM_ONLY, sleep=no_sleep)))
+    return await rig(
+        Backend(first, capacity=1),
+        Backend(second, capacity=1),
+        Backend(FakeVLLM(VLLM_ONLY, sleep=no_sleep)),
+    )
 
 
 async def get_json(r: Rig, path: str) -> tuple[int, object]:
@@ -56,16 +60,23 @@ async def test_openai_inference_routes(mixed: Rig) -> None:
     assert status == 200 and len(embedding["data"]) == 2
     await mixed.until_done(4)
     assert [d.backend_url for d in mixed.done] == [
-        mixed.urls[0], mixed.urls[2], mixed.urls[1], mixed.urls[0]]
+        mixed.urls[0],
+        mixed.urls[2],
+        mixed.urls[1],
+        mixed.urls[0],
+    ]
     assert all(d.metered for d in mixed.done)
 
 
 async def test_ollama_native_routes_go_to_ollama_only(mixed: Rig) -> None:
-    status, reply = await mixed.post("/api/chat", {"model": QWEN, "stream": False,
-                                                   "messages": [{"role": "user", "content": "x"}]})
+    status, reply = await mixed.post(
+        "/api/chat",
+        {"model": QWEN, "stream": False, "messages": [{"role": "user", "content": "x"}]},
+    )
     assert status == 200 and reply["done"] is True and reply["message"]["content"]
-    async with mixed.client.post(mixed.base + "/api/generate",
-                                 json={"model": LLAMA, "prompt": "Once"}) as response:
+    async with mixed.client.post(
+        mixed.base + "/api/generate", json={"model": LLAMA, "prompt": "Once"}
+    ) as response:
         lines = [json.loads(line) for line in (await response.read()).splitlines()]
     assert response.status == 200 and lines[-1]["done"] is True and len(lines) > 2
     status, reply = await mixed.post("/api/embed", {"model": MINILM, "input": "a"})
@@ -83,8 +94,10 @@ async def test_model_lists_are_aggregated(mixed: Rig) -> None:
     assert status == 200
     assert isinstance(models, dict) and models["object"] == "list"
     assert [m["id"] for m in models["data"]] == sorted([QWEN, MINILM, LLAMA, VLLM_ONLY])
-    assert await get_json(mixed, f"/v1/models/{LLAMA}") == (200, {
-        "id": LLAMA, "object": "model", "created": 0, "owned_by": "pharos"})
+    assert await get_json(mixed, f"/v1/models/{LLAMA}") == (
+        200,
+        {"id": LLAMA, "object": "model", "created": 0, "owned_by": "pharos"},
+    )
     status, error = await get_json(mixed, "/v1/models/nope")
     assert status == 404 and isinstance(error, dict)
     assert error["error"]["code"] == "model_not_found"
@@ -118,8 +131,12 @@ async def test_ollama_informational_routes(mixed: Rig) -> None:
             assert response.status == 200
             assert await response.read() == (b"Ollama is running" if method == "GET" else b"")
     assert await get_json(mixed, "/api/version") == (200, {"version": "0.30.0"})
-    for method, path in [("POST", "/api/pull"), ("DELETE", "/api/delete"),
-                         ("POST", "/api/create"), ("POST", "/api/copy")]:
+    for method, path in [
+        ("POST", "/api/pull"),
+        ("DELETE", "/api/delete"),
+        ("POST", "/api/create"),
+        ("POST", "/api/copy"),
+    ]:
         async with mixed.client.request(method, mixed.base + path, json={}) as response:
             assert response.status == 501
             body = await response.json()

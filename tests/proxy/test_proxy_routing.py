@@ -11,7 +11,6 @@ from pharos.fakeengine import (
     FakeLlamaCpp,
     FakeModel,
     FakeOllama,
-    FakeVLLM,
     Ledger,
     Sleep,
     no_sleep,
@@ -64,7 +63,10 @@ async def test_a_held_request_occupies_its_slot_and_the_next_goes_elsewhere(
 async def test_turn_two_goes_where_turn_one_left_its_prefix_and_reports_it_cached(
     rig: RigFactory,
 ) -> None:
-    fakes = [FakeVLLM(sleep=no_sleep), FakeVLLM(sleep=no_sleep)]
+    # llama.cpp reports its prefill time (timings.prompt_ms), so Pharos learns the ledger's
+    # per-token cost although the fakes do not sleep; a fake that reported nothing would
+    # teach it (rightly) that prefill is free, and the cache would not matter.
+    fakes = [FakeLlamaCpp(sleep=no_sleep), FakeLlamaCpp(sleep=no_sleep)]
     r = await rig(Backend(fakes[0]), Backend(fakes[1]))
     model = "qwen2.5-0.5b"
     for conversation in range(4):
@@ -72,8 +74,11 @@ async def test_turn_two_goes_where_turn_one_left_its_prefix_and_reports_it_cache
         turn1 = [{"role": "system", "content": system}, {"role": "user", "content": "hello"}]
         status, reply1 = await r.chat(model, "", messages=turn1)
         assert status == 200, reply1
-        turn2 = [*turn1, {"role": "assistant", "content": reply1["choices"][0]["message"]
-                          ["content"]}, {"role": "user", "content": "and then?"}]
+        turn2 = [
+            *turn1,
+            {"role": "assistant", "content": reply1["choices"][0]["message"]["content"]},
+            {"role": "user", "content": "and then?"},
+        ]
         status, reply2 = await r.chat(model, "", messages=turn2)
         assert status == 200, reply2
         await r.until_done(2 * (conversation + 1))
@@ -98,15 +103,18 @@ def slow_loads(ledger: Ledger, load_real_s: float) -> Sleep:
 
 async def test_a_burst_on_a_cold_model_waits_behind_one_load(rig: RigFactory) -> None:
     ledger = Ledger()
-    fakes = [FakeOllama(two_models(), ledger=ledger, sleep=slow_loads(ledger, 0.5))
-             for _ in range(2)]
+    fakes = [
+        FakeOllama(two_models(), ledger=ledger, sleep=slow_loads(ledger, 0.5)) for _ in range(2)
+    ]
     r = await rig(Backend(fakes[0], capacity=2), Backend(fakes[1], capacity=2))
     assert {v.residency for v in r.views(QWEN)} == {Residency.COLD}
     for fake in fakes:
         fake.hold()
     burst = [asyncio.create_task(r.chat(QWEN, f"user {n}", stream=True)) for n in range(4)]
-    await r.until(lambda: r.inflight() == 2 and r.pharos.sched.waiting_count() == 2,
-                  "two requests running and two waiting")
+    await r.until(
+        lambda: r.inflight() == 2 and r.pharos.sched.waiting_count() == 2,
+        "two requests running and two waiting",
+    )
     loading = 0 if fakes[0].counters.by_path["/v1/chat/completions"] else 1
     other = fakes[1 - loading]
     assert fakes[loading].counters.loads == 0, "the load should still be under way"
@@ -114,8 +122,10 @@ async def test_a_burst_on_a_cold_model_waits_behind_one_load(rig: RigFactory) ->
     await r.until_loaded(r.urls[loading], QWEN)
     seen_at = r.view(r.urls[loading], QWEN).last_fast_scrape_at
     assert seen_at is not None
-    await r.until(lambda: (r.view(r.urls[loading], QWEN).last_fast_scrape_at or 0) > seen_at + 0.1,
-                  "more scrape rounds, each re-running the queue")
+    await r.until(
+        lambda: (r.view(r.urls[loading], QWEN).last_fast_scrape_at or 0) > seen_at + 0.1,
+        "more scrape rounds, each re-running the queue",
+    )
     assert r.pharos.sched.waiting_count() == 2
     assert (other.counters.loads, other.counters.by_path["/v1/chat/completions"]) == (0, 0)
     for fake in fakes:

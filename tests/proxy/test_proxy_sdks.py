@@ -16,13 +16,15 @@ from pharos.fakeengine import FakeOllama, FakeVLLM, no_sleep
 QWEN = "qwen2.5:0.5b"
 VLLM_MODEL = "qwen2.5-0.5b"
 MESSAGES: list[openai.types.chat.ChatCompletionMessageParam] = [
-    {"role": "user", "content": "Say hello."}]
+    {"role": "user", "content": "Say hello."}
+]
 
 
 @pytest.fixture
 async def sdk_rig(rig: RigFactory) -> Rig:
-    return await rig(Backend(FakeOllama(sleep=no_sleep), capacity=2),
-                     Backend(FakeVLLM(sleep=no_sleep)))
+    return await rig(
+        Backend(FakeOllama(sleep=no_sleep), capacity=2), Backend(FakeVLLM(sleep=no_sleep))
+    )
 
 
 def openai_sync(r: Rig) -> openai.OpenAI:
@@ -33,8 +35,9 @@ async def test_openai_sync_streamed_and_not(sdk_rig: Rig) -> None:
     def run() -> tuple[str, str, int | None]:
         with openai_sync(sdk_rig) as client:
             whole = client.chat.completions.create(model=QWEN, messages=MESSAGES)
-            stream = client.chat.completions.create(model=VLLM_MODEL, messages=MESSAGES,
-                                                    stream=True)
+            stream = client.chat.completions.create(
+                model=VLLM_MODEL, messages=MESSAGES, stream=True
+            )
             chunks = list(stream)
             text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
             usage = [c.usage for c in chunks if c.usage is not None]
@@ -47,12 +50,14 @@ async def test_openai_sync_streamed_and_not(sdk_rig: Rig) -> None:
 
 
 async def test_openai_async_streamed_and_not_and_model_list(sdk_rig: Rig) -> None:
-    async with openai.AsyncOpenAI(base_url=sdk_rig.base + "/v1", api_key="unused",
-                                  max_retries=0) as client:
+    async with openai.AsyncOpenAI(
+        base_url=sdk_rig.base + "/v1", api_key="unused", max_retries=0
+    ) as client:
         whole = await client.chat.completions.create(model=VLLM_MODEL, messages=MESSAGES)
         assert whole.choices[0].message.content == "Hello! How can I assist you today?"
         stream = await client.chat.completions.create(
-            model=QWEN, messages=MESSAGES, stream=True, stream_options={"include_usage": True})
+            model=QWEN, messages=MESSAGES, stream=True, stream_options={"include_usage": True}
+        )
         chunks = [chunk async for chunk in stream]
         usage = [c.usage for c in chunks if c.usage is not None]
         assert len(usage) == 1 and usage[0].prompt_tokens > 0  # asked for: untouched
@@ -66,8 +71,9 @@ async def test_openai_async_streamed_and_not_and_model_list(sdk_rig: Rig) -> Non
 
 
 async def test_openai_sdk_parses_pharos_errors(sdk_rig: Rig) -> None:
-    async with openai.AsyncOpenAI(base_url=sdk_rig.base + "/v1", api_key="unused",
-                                  max_retries=0) as client:
+    async with openai.AsyncOpenAI(
+        base_url=sdk_rig.base + "/v1", api_key="unused", max_retries=0
+    ) as client:
         with pytest.raises(openai.NotFoundError) as missing:
             await client.chat.completions.create(model="no-such-model", messages=MESSAGES)
         assert missing.value.code == "model_not_found"
@@ -86,8 +92,9 @@ async def test_openai_sdk_sees_503_when_nothing_is_up(rig: RigFactory) -> None:
     fake = FakeVLLM(sleep=no_sleep)
     r = await rig(Backend(fake), state=SLOW_STATE)
     r.pharos.state.eject(r.urls[0], "test: down")  # no scrape round comes to un-eject it
-    async with openai.AsyncOpenAI(base_url=r.base + "/v1", api_key="unused",
-                                  max_retries=0) as client:
+    async with openai.AsyncOpenAI(
+        base_url=r.base + "/v1", api_key="unused", max_retries=0
+    ) as client:
         with pytest.raises(openai.InternalServerError) as err:
             await client.chat.completions.create(model=VLLM_MODEL, messages=MESSAGES)
     assert err.value.status_code == 503 and err.value.code == "backend_unavailable"
@@ -98,8 +105,12 @@ async def test_ollama_sdk(sdk_rig: Rig) -> None:
     reply = await client.chat(model=QWEN, messages=[{"role": "user", "content": "hi"}])
     assert reply.message.content == "Hello! How can I assist you today?" and reply.done
     assert reply.prompt_eval_count is not None and reply.prompt_eval_count > 0
-    parts = [part async for part in await client.chat(
-        model=QWEN, messages=[{"role": "user", "content": "hi"}], stream=True)]
+    parts = [
+        part
+        async for part in await client.chat(
+            model=QWEN, messages=[{"role": "user", "content": "hi"}], stream=True
+        )
+    ]
     assert "".join(p.message.content or "" for p in parts) == reply.message.content
     assert parts[-1].done
     listed = await client.list()
@@ -114,8 +125,11 @@ async def test_ollama_sdk(sdk_rig: Rig) -> None:
     assert unsupported.value.status_code == 501
 
 
-@pytest.mark.xfail(strict=True, reason="FakeOllama's /api/show body (never recorded) has no "
-                   "model_info, a field the ollama SDK's ShowResponse requires")
+@pytest.mark.xfail(
+    strict=True,
+    reason="FakeOllama's /api/show body (never recorded) has no "
+    "model_info, a field the ollama SDK's ShowResponse requires",
+)
 async def test_ollama_sdk_show(sdk_rig: Rig) -> None:
     shown = await ollama.AsyncClient(host=sdk_rig.base).show(QWEN)
     assert shown.details is not None and shown.details.family
@@ -125,11 +139,13 @@ async def test_anthropic_sdk_on_a_backend_without_messages_gets_route_not_served
     sdk_rig: Rig,
 ) -> None:
     # Neither fake serves /v1/messages (Ollama 0.34.4's capture has no such route recorded).
-    async with anthropic.AsyncAnthropic(base_url=sdk_rig.base, api_key="unused",
-                                        max_retries=0) as client:
+    async with anthropic.AsyncAnthropic(
+        base_url=sdk_rig.base, api_key="unused", max_retries=0
+    ) as client:
         with pytest.raises(anthropic.BadRequestError) as refused:
-            await client.messages.create(model=QWEN, max_tokens=16,
-                                         messages=[{"role": "user", "content": "hi"}])
+            await client.messages.create(
+                model=QWEN, max_tokens=16, messages=[{"role": "user", "content": "hi"}]
+            )
     assert refused.value.status_code == 400
     body = refused.value.body
     assert isinstance(body, dict) and body["error"]["code"] == "route_not_served"

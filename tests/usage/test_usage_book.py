@@ -6,6 +6,7 @@ import pytest
 from pharos.clock import FakeClock
 from pharos.usage import DAY, MINUTE, OUT_OF_QUOTA, RATE_LIMITED, Cell, UsageBook
 from pharos.usage.days import day_of_date
+from pharos.usage.book import rpm_wait_s
 
 BANGKOK = ZoneInfo("Asia/Bangkok")
 NEW_YORK = ZoneInfo("America/New_York")
@@ -34,13 +35,15 @@ def admitted_count(book: UsageBook, key: str, rpm: int | None, tries: int) -> in
 # requests per minute
 
 
-def test_rpm_admits_up_to_the_limit_then_refuses_until_the_next_minute() -> None:
+def test_rpm_admits_up_to_the_limit_then_refuses_until_the_window_has_room() -> None:
     book, _ = book_at(MINUTE_START + 15)
     assert admitted_count(book, "alice", 3, 3) == 3
     refused = book.admit("alice", 3)
     assert not refused.ok
     assert refused.code == RATE_LIMITED
-    assert refused.retry_after_s == 45
+    # 45 s to the next minute, where the 3 of this one still count in full, then
+    # 20 s more until 3 × (1 − 1/3) + 1 ≤ 3.
+    assert refused.retry_after_s == 65
 
 
 def test_rpm_window_slides_over_the_previous_minute() -> None:
@@ -49,7 +52,7 @@ def test_rpm_window_slides_over_the_previous_minute() -> None:
     clock.advance(90)  # half-way into the next minute: 10 × 0.5 still count
     assert admitted_count(book, "alice", 10, 20) == 5
     refused = book.admit("alice", 10)
-    assert refused.retry_after_s == 30
+    assert refused.retry_after_s == 6  # 10 × (1 − 0.6) + 5 + 1 ≤ 10
     clock.advance(30)  # a new minute: the 5 admitted last minute count in full
     assert admitted_count(book, "alice", 10, 20) == 5
 
@@ -324,3 +327,23 @@ async def test_merge_in_slices_takes_every_cell() -> None:
     assert await book.merge_in_slices(cells, slice_size=4) == 25
     assert book.tokens_today("k24") == 24
     assert len(book.today_by_key()) == 25
+
+
+@pytest.mark.parametrize(
+    ("previous", "current", "elapsed_fraction", "rpm"),
+    [(0, 2, 0.5, 2), (2, 0, 0.0, 2), (4, 1, 0.25, 3), (3, 3, 0.9, 3), (10, 0, 0.5, 5)],
+)
+def test_rpm_wait_is_exactly_when_the_window_admits_one_more(
+    previous: int, current: int, elapsed_fraction: float, rpm: int
+) -> None:
+    wait_s = rpm_wait_s(previous, current, elapsed_fraction, rpm)
+
+    def window_after(seconds: float) -> float:
+        fraction = elapsed_fraction + seconds / 60
+        if fraction < 1:
+            return previous * (1 - fraction) + current
+        return current * (1 - (fraction - 1))  # the current minute has become the previous one
+
+    assert window_after(wait_s) + 1 <= rpm + 1e-9
+    if wait_s > 0.01:
+        assert window_after(wait_s - 0.01) + 1 > rpm

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 import json
 import logging
@@ -132,7 +133,9 @@ class Observability:
             ready=proxy.flags.ready(),
             draining=proxy.flags.draining,
         )
-        return web.Response(text=render_page(page), content_type="text/html")
+        # Rendering takes ~7 ms for a full page: off the event loop. The page is frozen values.
+        html = await asyncio.to_thread(render_page, page)
+        return web.Response(text=html, content_type="text/html")
 
     async def _usage_route(self, request: web.Request) -> web.StreamResponse:
         try:

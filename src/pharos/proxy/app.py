@@ -165,8 +165,14 @@ class Proxy:
     def _admit(self, key: KeyEntry, model: str, record: RequestRecord) -> None:
         if key.models and model not in key.models:
             err = model_not_found(model)
-            raise ClientError(err.status, err.message, err.type, err.code, None,
-                              ("admission", "model_not_allowed"))
+            raise ClientError(
+                err.status,
+                err.message,
+                err.type,
+                err.code,
+                None,
+                ("admission", "model_not_allowed"),
+            )
         if self.usage is None or (key.rpm is None and key.tokens_per_day is None):
             return
         verdict = self.usage.admit(key.name, key.rpm, key.tokens_per_day)
@@ -177,13 +183,17 @@ class Proxy:
                 429,
                 f"Key `{key.name}` has used its {key.tokens_per_day} tokens for today; "
                 "the quota resets at midnight.",
-                "insufficient_quota", "insufficient_quota", verdict.retry_after_s,
+                "insufficient_quota",
+                "insufficient_quota",
+                verdict.retry_after_s,
                 ("admission", "quota_exceeded"),
             )
         raise ClientError(
             429,
             f"Rate limit reached for key `{key.name}`: {key.rpm} requests per minute.",
-            "rate_limit_error", "rate_limit_exceeded", verdict.retry_after_s,
+            "rate_limit_error",
+            "rate_limit_exceeded",
+            verdict.retry_after_s,
             ("admission", "rate_limited"),
         )
 
@@ -199,9 +209,7 @@ class Proxy:
             key = self.authenticate(request)
             record.key = key.name
             body = await self._read_body(request)
-            parsed = parse_request(
-                body, route=route.parse_as, stream_default=route.ollama_native
-            )
+            parsed = parse_request(body, route=route.parse_as, stream_default=route.ollama_native)
             record.model = parsed.model
             self._admit(key, parsed.model, record)
             record.decide("admission", "ok")
@@ -214,8 +222,14 @@ class Proxy:
                     strip = True
                     record.decide("usage", "pharos_asked")
             response = await self._forwarder.run(
-                request, route, parsed, body,
-                key_name=key.name, weight=key.weight, strip_usage_chunk=strip, record=record,
+                request,
+                route,
+                parsed,
+                body,
+                key_name=key.name,
+                weight=key.weight,
+                strip_usage_chunk=strip,
+                record=record,
             )
             status = response.status
             return response
@@ -251,19 +265,22 @@ class Proxy:
         return web.json_response(catalog.openai_model(model))
 
     async def _ollama_tags(self, request: web.Request, key: KeyEntry) -> web.StreamResponse:
-        body = await catalog.aggregate_ollama(self.state, self.session, self.clock.now(),
-                                              "/api/tags", key.models)
+        body = await catalog.aggregate_ollama(
+            self.state, self.session, self.clock.now(), "/api/tags", key.models
+        )
         return web.json_response(body)
 
     async def _ollama_ps(self, request: web.Request, key: KeyEntry) -> web.StreamResponse:
-        body = await catalog.aggregate_ollama(self.state, self.session, self.clock.now(),
-                                              "/api/ps", key.models)
+        body = await catalog.aggregate_ollama(
+            self.state, self.session, self.clock.now(), "/api/ps", key.models
+        )
         return web.json_response(body)
 
     async def _ollama_show(self, request: web.Request, key: KeyEntry) -> web.StreamResponse:
         body = await self._read_body(request)
-        return await catalog.forward_show(self.state, self.session, self.clock.now(), body,
-                                          key.models)
+        return await catalog.forward_show(
+            self.state, self.session, self.clock.now(), body, key.models
+        )
 
     async def _ollama_version(self, request: web.Request) -> web.StreamResponse:
         version = catalog.oldest_ollama_version(self.state)
@@ -275,8 +292,10 @@ class Proxy:
     async def _ollama_unsupported(self, request: web.Request) -> web.StreamResponse:
         rest = request.match_info.get("rest", "")
         return web.json_response(
-            {"error": f"Pharos routes requests and does not manage models: /api/{rest} is not "
-                      "supported here; run it against the Ollama host itself"},
+            {
+                "error": f"Pharos routes requests and does not manage models: /api/{rest} is not "
+                "supported here; run it against the Ollama host itself"
+            },
             status=501,
         )
 

@@ -53,7 +53,10 @@ async def _get_json(session: aiohttp.ClientSession, url: str) -> object:
 
 
 async def aggregate_ollama(
-    state: State, session: aiohttp.ClientSession, now: float, path: str,
+    state: State,
+    session: aiohttp.ClientSession,
+    now: float,
+    path: str,
     allowed: Collection[str],
 ) -> dict[str, object]:
     """/api/tags or /api/ps of every up Ollama backend, one entry per model name."""
@@ -77,7 +80,10 @@ async def aggregate_ollama(
 
 
 async def forward_show(
-    state: State, session: aiohttp.ClientSession, now: float, body: bytes,
+    state: State,
+    session: aiohttp.ClientSession,
+    now: float,
+    body: bytes,
     allowed: Collection[str],
 ) -> web.StreamResponse:
     """/api/show goes to one up Ollama backend serving the model, without taking a slot."""
@@ -97,14 +103,20 @@ async def forward_show(
         return error_response(model_not_found(model), ollama=True)
     for url in _ollama_backends(state, now, model):
         try:
-            async with session.post(url.rstrip("/") + "/api/show", data=body,
-                                    timeout=_INFO_TIMEOUT) as response:
-                return web.Response(status=response.status, body=await response.read(),
-                                    content_type="application/json")
+            async with session.post(
+                url.rstrip("/") + "/api/show", data=body, timeout=_INFO_TIMEOUT
+            ) as response:
+                return web.Response(
+                    status=response.status,
+                    body=await response.read(),
+                    content_type="application/json",
+                )
         except (aiohttp.ClientError, TimeoutError):
             continue
-    return error_response(ClientError(404, f"model '{model}' not found", "invalid_request_error",
-                                      "model_not_found"), ollama=True)
+    return error_response(
+        ClientError(404, f"model '{model}' not found", "invalid_request_error", "model_not_found"),
+        ollama=True,
+    )
 
 
 def _version_key(version: str) -> tuple[int, ...]:
@@ -114,7 +126,8 @@ def _version_key(version: str) -> tuple[int, ...]:
 def oldest_ollama_version(state: State) -> str | None:
     """Clients gate features on /api/version: answer with the oldest up Ollama's."""
     versions = [
-        b.version for b in state.backends()
+        b.version
+        for b in state.backends()
         if b.kind is Kind.OLLAMA and b.up and b.version is not None
     ]
     return min(versions, key=_version_key) if versions else None

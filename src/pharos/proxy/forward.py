@@ -41,9 +41,20 @@ log = logging.getLogger("pharos.proxy")
 
 _HOP_HEADERS = frozenset(
     {
-        "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te",
-        "trailers", "transfer-encoding", "upgrade", "content-length", "content-encoding",
-        "host", "authorization", "x-api-key", "accept-encoding",
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "content-encoding",
+        "host",
+        "authorization",
+        "x-api-key",
+        "accept-encoding",
     }
 )
 _REFUSAL_LOG_BYTES = 200
@@ -89,10 +100,29 @@ def refusal_message(body: bytes) -> str:
     return " ".join(cut.split())  # one log line, whatever the engine sent
 
 
-_NO_REPLY = Feedback(status=None, ttft_s=None, duration_s=None, prompt_tokens=None,
-                     cached_tokens=None, completion_tokens=None)
-_CLIENT_LEFT = Feedback(status=None, ttft_s=None, duration_s=None, prompt_tokens=None,
-                        cached_tokens=None, completion_tokens=None, client_left=True)
+def no_usage(
+    status: int | None,
+    ttft_s: float | None = None,
+    duration_s: float | None = None,
+    *,
+    died_mid_reply: bool = False,
+    client_left: bool = False,
+) -> Feedback:
+    """Feedback of a reply whose usage Pharos never saw (refused, cut, or never sent)."""
+    return Feedback(
+        status,
+        ttft_s,
+        duration_s,
+        None,
+        None,
+        None,
+        died_mid_reply=died_mid_reply,
+        client_left=client_left,
+    )
+
+
+_NO_REPLY = no_usage(None)
+_CLIENT_LEFT = no_usage(None, client_left=True)
 
 
 def not_on_ollama(model: str) -> ClientError:
@@ -208,8 +238,9 @@ class Forwarder:
                 None,
                 ("upstream", "error_status"),
             )
-        return web.Response(status=refusal.status, body=refusal.body,
-                            headers={"Content-Type": refusal.content_type})
+        return web.Response(
+            status=refusal.status, body=refusal.body, headers={"Content-Type": refusal.content_type}
+        )
 
     def _note_lease(self, record: RequestRecord, lease: Lease, attempt: int) -> None:
         record.decide("route", lease.route_outcome)
@@ -222,9 +253,7 @@ class Forwarder:
             lease.predicted.source.name.lower() if lease.predicted is not None else None
         )
         if attempt == 0:
-            record.overhead_s = max(
-                0.0, self._clock.now() - record.started_s - lease.queue_wait_s
-            )
+            record.overhead_s = max(0.0, self._clock.now() - record.started_s - lease.queue_wait_s)
 
     async def _attempt(
         self,
@@ -240,8 +269,8 @@ class Forwarder:
         """The reply, a refusal worth retrying elsewhere, or None when the connection failed."""
         target = lease.target
         self._note_lease(record, lease, attempt)
-        out_body = body if target.served_model == target.model else rename_model(
-            body, target.served_model
+        out_body = (
+            body if target.served_model == target.model else rename_model(body, target.served_model)
         )
         url = target.backend_url.rstrip("/") + request.path_qs
         sent_s = self._clock.now()
@@ -264,17 +293,21 @@ class Forwarder:
             return None
         finally:
             upstream.release()
-        lease.release(Feedback(status=status, ttft_s=None, duration_s=self._clock.now() - sent_s,
-                               prompt_tokens=None, cached_tokens=None, completion_tokens=None))
+        lease.release(no_usage(status, None, self._clock.now() - sent_s))
         if status >= 500 and status != 503:
             log.warning(
                 "backend %s refused a request with %d: %s",
-                target.backend_url, status, refusal_message(refused_body),
+                target.backend_url,
+                status,
+                refusal_message(refused_body),
             )
         record.decide("upstream", "busy_retried" if status == 503 else "error_retried")
-        return Refusal(status, refused_body,
-                       upstream.headers.get("Content-Type", "application/json"),
-                       target.backend_url)
+        return Refusal(
+            status,
+            refused_body,
+            upstream.headers.get("Content-Type", "application/json"),
+            target.backend_url,
+        )
 
     def _connect_failed(self, lease: Lease, record: RequestRecord, exc: BaseException) -> None:
         """A refused or broken connection before any reply: eject, and retry elsewhere."""
@@ -309,8 +342,7 @@ class Forwarder:
                     out = tap.feed(chunk)
                     if out:
                         await response.write(out)
-            except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError,
-                    TimeoutError) as exc:
+            except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError) as exc:
                 raise UpstreamDied(type(exc).__name__) from exc
             rest, usage = tap.finish()
             if rest:
@@ -318,19 +350,14 @@ class Forwarder:
             await response.write_eof()
         except UpstreamDied as died:
             self._state.eject(target.backend_url, f"died mid-reply: {died}")
-            lease.release(Feedback(status=status, ttft_s=ttft_s,
-                                   duration_s=self._clock.now() - sent_s, prompt_tokens=None,
-                                   cached_tokens=None, completion_tokens=None,
-                                   died_mid_reply=True))
+            lease.release(no_usage(status, ttft_s, self._clock.now() - sent_s, died_mid_reply=True))
             record.decide("upstream", "died_mid_reply")
             record.metered = False
             _cut(request)
             return response
         except (asyncio.CancelledError, ConnectionError, aiohttp.ClientConnectionResetError) as exc:
             upstream.close()
-            lease.release(Feedback(status=status, ttft_s=ttft_s,
-                                   duration_s=self._clock.now() - sent_s, prompt_tokens=None,
-                                   cached_tokens=None, completion_tokens=None, client_left=True))
+            lease.release(no_usage(status, ttft_s, self._clock.now() - sent_s, client_left=True))
             record.decide("upstream", "client_left")
             if isinstance(exc, asyncio.CancelledError):
                 raise
@@ -348,16 +375,25 @@ class Forwarder:
         return response
 
     def _finished(
-        self, lease: Lease, record: RequestRecord, status: int, ttft_s: float | None,
-        duration_s: float, usage: Usage | None,
+        self,
+        lease: Lease,
+        record: RequestRecord,
+        status: int,
+        ttft_s: float | None,
+        duration_s: float,
+        usage: Usage | None,
     ) -> None:
         """Feedback, decisions and metering of a reply the engine ended cleanly."""
         prompt = usage.prompt_tokens if usage is not None else None
         cached = usage.cached_tokens if usage is not None else None
         completion = usage.completion_tokens if usage is not None else None
         fb = Feedback(
-            status=status, ttft_s=ttft_s, duration_s=duration_s,
-            prompt_tokens=prompt, cached_tokens=cached, completion_tokens=completion,
+            status=status,
+            ttft_s=ttft_s,
+            duration_s=duration_s,
+            prompt_tokens=prompt,
+            cached_tokens=cached,
+            completion_tokens=completion,
             engine_load_s=usage.engine_load_s if usage is not None else None,
             engine_prefill_s=usage.engine_prefill_s if usage is not None else None,
         )
@@ -366,7 +402,10 @@ class Forwarder:
         record.decide("upstream", "ok" if ok else "error_status")
         record.ttft_s = ttft_s
         record.prompt_tokens, record.cached_tokens, record.completion_tokens = (
-            prompt, cached, completion)
+            prompt,
+            cached,
+            completion,
+        )
         if not ok:
             return
         record.decide("prefix", lease.prefix_outcome(fb))

@@ -49,6 +49,21 @@ class Admission:
 ADMITTED: Final = Admission(ok=True)
 
 
+def rpm_wait_s(previous: int, current: int, elapsed_fraction: float, rpm: int) -> float:
+    """Seconds until the sliding window `previous × (1 − f) + current` admits one more.
+
+    The window keeps counting the previous minute as it slides, so "the next
+    minute" is not enough: at its start the minute just ended counts in full.
+    """
+    if current + 1 <= rpm:
+        if previous == 0:
+            return 0.0
+        needed_fraction = 1 - (rpm - current - 1) / previous
+        return max(0.0, needed_fraction - elapsed_fraction) * 60
+    into_next_minute = max(0.0, 1 - (rpm - 1) / current) if current > 0 else 0.0
+    return (1 - elapsed_fraction) * 60 + into_next_minute * 60
+
+
 def _ceil_seconds(seconds: float) -> int:
     return max(1, math.ceil(seconds))
 
@@ -104,14 +119,16 @@ class UsageBook:
         minute = int(now_unix // 60)
         if rpm is not None:
             elapsed_fraction = (now_unix - minute * 60) / 60
-            window = self._minute_requests.get((minute - 1, key), 0) * (
-                1 - elapsed_fraction
-            ) + self._minute_requests.get((minute, key), 0)
+            previous = self._minute_requests.get((minute - 1, key), 0)
+            current = self._minute_requests.get((minute, key), 0)
+            window = previous * (1 - elapsed_fraction) + current
             if window + 1 > rpm:
                 return Admission(
                     ok=False,
                     code=RATE_LIMITED,
-                    retry_after_s=_ceil_seconds((minute + 1) * 60 - now_unix),
+                    retry_after_s=_ceil_seconds(
+                        rpm_wait_s(previous, current, elapsed_fraction, rpm)
+                    ),
                 )
         self._add(MINUTE, minute, key, "", requests=1)
         return ADMITTED
