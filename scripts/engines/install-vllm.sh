@@ -40,12 +40,21 @@ else
     HF_HUB_OFFLINE=1 "$py" - "$MODELS_DIR" "$(basename "$gguf")" "$SMOLLM2_HF_DIR.tmp" <<'PY'
 import sys
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 src_dir, gguf_file, out_dir = sys.argv[1:]
-tok = AutoTokenizer.from_pretrained(src_dir, gguf_file=gguf_file)
-model = AutoModelForCausalLM.from_pretrained(src_dir, gguf_file=gguf_file, torch_dtype=torch.bfloat16)
+# transformers 5 keeps GGUF weights packed and refuses to save them: unpack at load time,
+# then detach the (now idle) GGUF quantizer so save_pretrained writes a plain bf16 model.
+model = AutoModelForCausalLM.from_pretrained(
+    src_dir,
+    gguf_file=gguf_file,
+    dtype=torch.bfloat16,
+    quantization_config=GgufConfig(gguf_file=gguf_file, dequantize=True),
+)
+model.hf_quantizer = None
+if hasattr(model.config, "quantization_config"):
+    del model.config.quantization_config
 model.save_pretrained(out_dir)
-tok.save_pretrained(out_dir)
+AutoTokenizer.from_pretrained(src_dir, gguf_file=gguf_file).save_pretrained(out_dir)
 PY
     mv "$SMOLLM2_HF_DIR.tmp" "$SMOLLM2_HF_DIR"
     log "HF model cached: $SMOLLM2_HF_DIR"

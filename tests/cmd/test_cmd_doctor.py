@@ -285,3 +285,30 @@ def test_record_with_logs_copies_the_log_and_warns(
     assert status == 0, err
     assert (tmp_path / "engine.log").read_bytes() == log.read_bytes()
     assert "engine logs can contain prompts" in err
+
+
+def test_log_line_with_an_unusable_value_is_skipped_not_a_crash(
+    serve_routes: Serve, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    url = serve_routes(vllm_busy_routes())
+    log = tmp_path / "engine.log"
+    log.write_text("slots=0 prompt=secret words\nslots=5\n")
+    config = tmp_path / "pharos.yaml"
+    config.write_text(
+        f"""
+backends:
+  - url: {url}
+    logs: file://{log}
+    probes:
+      - name: my-slots
+        signal: capacity
+        log: {{match: "slots=(?P<value>[0-9]+)"}}
+"""
+    )
+    status, (backend,) = doctor_json(capsys, "--config", str(config))
+    assert status == 0
+    assert backend["log_feed"]["lines"] == 2
+    assert backend["signals"]["capacity"] == {"probe": "my-slots", "source": "own"}
+    assert backend["models"]["qwen2.5-0.5b"]["capacity"] == 5
+    assert backend["log_feed"]["note"] == "1 matching lines had unusable values"
+    assert "secret" not in json.dumps(backend)

@@ -30,7 +30,7 @@ from pharos.engine import (
     resolve,
 )
 from pharos.engine.record import record
-from pharos.engine.types import Kind, Probe, Snapshot
+from pharos.engine.types import Kind, Probe, ProbeError, Snapshot
 from pharos.state.derive import accumulate_log
 
 EXIT_OK = 0
@@ -233,12 +233,18 @@ async def _read_log_feed(
     except OSError as problem:
         return None, None, f"cannot read it: {problem.strerror or problem}"
     accumulated: Snapshot | None = None
+    unusable = 0
     lines = data.splitlines()
     for line in lines:
-        values = follow_line(plan, line)
+        try:
+            values = follow_line(plan, line)
+        except ProbeError:  # a matching line whose value cannot be the signal, as serve skips it
+            unusable += 1
+            continue
         if values is not None:
             accumulated = accumulate_log(accumulated, values)
-    return accumulated, len(lines), None
+    note = None if unusable == 0 else f"{unusable} matching lines had unusable values"
+    return accumulated, len(lines), note
 
 
 def _read_tail(path: Path) -> bytes:
