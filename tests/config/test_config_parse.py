@@ -166,6 +166,14 @@ def test_bad_durations(text: str) -> None:
             "backends: [{url: 'http://a:1', memory_gb: 0}]",
             "backends[0].memory_gb: expected float > 0",
         ),
+        (
+            "backends: [{url: 'http://a:1', memory_gb: .inf}]",
+            "backends[0].memory_gb: must be a finite number of GiB",
+        ),
+        (
+            "backends: [{url: 'http://a:1', aliases: {1: x}}]",
+            "backends[0].aliases: a key: expected str, got int",
+        ),
         ("keys: [{name: a, sha256: abc}]", "keys[0].sha256: must be 64 hex characters"),
         (
             "keys: [{name: a, sha256: " + "a" * 64 + ", weight: 0}]",

@@ -9,4 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-LIVE_PROOFS: Mapping[tuple[str, str, str], str] = {}
+LIVE_PROOFS: Mapping[tuple[str, str, str], str] = {
+    # tests/live/test_live_engines.py on llama-server b11312 (SmolLM2-135M, -np 2):
+    # detect/version/models, idle 0/0, busy 2/2, saturated 2/6, cancelled 0/0, capacity 2.
+    ("llamacpp", "b11312", "version"): "live",
+    ("llamacpp", "b11312", "models"): "live",
+    ("llamacpp", "b11312", "running"): "live",
+    ("llamacpp", "b11312", "waiting"): "live",
+    ("llamacpp", "b11312", "capacity"): "live",
+    # tests/live/test_live_router.py: router mode, two models, load -> swap -> unload.
+    ("llamacpp-router", "b11312", "version"): "llamacpp-props-version",
+    ("llamacpp-router", "b11312", "models"): "openai-models",
+    ("llamacpp-router", "b11312", "residency"): "llamacpp-router-residency",
+}

@@ -129,6 +129,16 @@ def test_capacity_probes_reject_zero() -> None:
 
 
 @pytest.mark.parametrize(
+    ("name", "field"),
+    [("llamacpp-props-capacity", "total_slots"), ("sglang-capacity", "max_running_requests")],
+)
+def test_capacity_too_large_for_a_float_is_a_probe_error(name: str, field: str) -> None:
+    # resolve catches only ProbeError: an OverflowError here marked the whole backend down
+    with pytest.raises(ProbeError, match="not a count"):
+        parse(name, f'{{"{field}": {"9" * 400}}}')
+
+
+@pytest.mark.parametrize(
     ("version", "build", "trusted"),
     [
         ("b11146-7fe450e19", 11146, True),

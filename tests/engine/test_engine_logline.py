@@ -38,6 +38,16 @@ def test_matching_line_with_unusable_value_is_a_probe_error() -> None:
     assert "secret" not in str(err.value)
 
 
+@pytest.mark.parametrize("signal", [Signal.RUNNING, Signal.RESIDENCY])
+def test_a_greedy_value_group_is_not_quoted_whole(signal: Signal) -> None:
+    # an operator's `.*` group can take the rest of a line that carries a prompt
+    probe = log_line("p", signal, r"(?P<model>m) state=(?P<value>.*)")
+    line = b"m state=" + b"x" * 60 + b" user said: secret prompt text"
+    with pytest.raises(ProbeError) as err:
+        probe.parse(line)
+    assert "secret" not in str(err.value)
+
+
 @pytest.mark.parametrize(
     ("signal", "pattern", "value", "message"),
     [

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import aiohttp
 import pytest
 from engine_server import NO_ANSWER, Reply, json_reply, serve, text_reply
@@ -16,6 +18,7 @@ from pharos.engine import (
     resolve,
     scrape,
 )
+from pharos.engine.types import Feed, Probe, Snapshot
 
 PROPS_B8772 = '{"build_info":"b8772-bafae2765","total_slots":2}'
 PROPS_B6602 = '{"build_info":"b6602-72b24d96","total_slots":2}'
@@ -114,14 +117,17 @@ async def test_own_probes_go_first_and_win_their_signal() -> None:
 
 async def test_log_probes_need_a_feed_and_yield_to_scraped_probes() -> None:
     own_cap = log_line("my-cap", Signal.CAPACITY, r"slots=(?P<value>\d+)", own=True)
-    async with serve(
-        {
-            "/api/version": json_reply('{"version":"0.34.4"}'),
-            "/v1/models": json_reply(MODELS),
-            "/api/ps": json_reply('{"models":[]}'),
-            "/api/tags": json_reply('{"models":[{"name":"qwen","size":5}]}'),
-        }
-    ) as engine, aiohttp.ClientSession() as session:
+    async with (
+        serve(
+            {
+                "/api/version": json_reply('{"version":"0.34.4"}'),
+                "/v1/models": json_reply(MODELS),
+                "/api/ps": json_reply('{"models":[]}'),
+                "/api/tags": json_reply('{"models":[{"name":"qwen","size":5}]}'),
+            }
+        ) as engine,
+        aiohttp.ClientSession() as session,
+    ):
         no_feed, _ = await resolve(session, engine.base_url, Kind.OLLAMA)
         fed, snap = await resolve(session, engine.base_url, Kind.OLLAMA, has_log_feed=True)
         plan_l, _ = await resolve(session, engine.base_url, Kind.LLAMACPP, own=[own_cap])
@@ -200,3 +206,26 @@ async def test_single_model_engine_keeps_residency_unknown() -> None:
     assert plan.dropped == {}
     assert snap.models is not None and snap.models["qwen"].state is Residency.UNKNOWN
     assert snap.loads["qwen"].running == 1 and snap.loads["qwen"].kv_usage == 0.5
+
+
+async def test_capacity_past_float_range_drops_only_that_probe() -> None:
+    routes = llamacpp('{"build_info":"b8772-bafae2765","total_slots":' + "9" * 400 + "}")
+    async with serve(routes) as engine, aiohttp.ClientSession() as session:
+        plan, snap = await resolve(session, engine.base_url, Kind.LLAMACPP)
+    assert plan.dropped["llamacpp-props-capacity"].startswith("parse error: capacity:")
+    assert snap.loads[""].capacity is None
+    assert snap.loads[""].running == 2
+
+
+async def test_a_probe_that_raises_an_unexpected_error_is_dropped_not_fatal() -> None:
+    def broken(body: bytes) -> Snapshot:
+        raise KeyError("a bug in an own probe")
+
+    own = Probe("my-broken", Signal.RUNNING, Feed(path="/metrics"), broken, own=True)
+    async with serve(llamacpp()) as engine, aiohttp.ClientSession() as session:
+        plan, snap = await resolve(session, engine.base_url, Kind.LLAMACPP, own=[own])
+        result = await scrape(replace(plan, active=(own, *plan.active)), session, engine.base_url)
+    assert plan.dropped["my-broken"] == "parse error: KeyError"
+    assert snap.loads[""].running == 2
+    assert result.failed["my-broken"] == "parse error: KeyError"
+    assert result.answered

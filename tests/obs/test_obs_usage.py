@@ -143,3 +143,13 @@ async def test_usage_is_open_without_keys(start_router: StartRouter) -> None:
     status, _, body = await usage(router, secret=None)
     assert status == 200
     assert [r["key"] for r in json.loads(body)["rows"]] == ["anonymous"]
+
+
+@pytest.mark.parametrize("query", ["?to=0001-01-05", "?from=0001-01-01&to=9999-12-31"])
+async def test_dates_at_the_ends_of_the_calendar_are_not_a_server_error(
+    router: Router, query: str
+) -> None:
+    status, _, body = await usage(router, query)
+    assert status == 200
+    rows = json.loads(body)["rows"]
+    assert all(row["day"].startswith("20") for row in rows)

@@ -6,10 +6,11 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 
+import aiohttp
 import pytest
 from conftest import SLOW_STATE, Backend, Rig, RigFactory, kill
 
-from pharos.fakeengine import FakeLlamaCpp, FakeOllama, Ledger, no_sleep
+from pharos.fakeengine import FakeLlamaCpp, FakeOllama, FakeVLLM, Ledger, no_sleep
 from pharos.proxy.app import ProxyOptions
 
 QWEN = "qwen2.5:0.5b"
@@ -130,3 +131,18 @@ async def test_wrong_methods_and_unknown_paths_are_no_500(ollama_rig: Rig) -> No
             assert 400 <= response.status < 500, (method, path, response.status)
     async with ollama_rig.client.get(ollama_rig.base + "/api/chat") as response:
         ollama_error(501, (response.status, await response.read()))
+
+
+async def test_unknown_paths_and_wrong_methods_answer_in_the_api_error_shape(
+    rig: RigFactory,
+) -> None:
+    r = await rig(Backend(FakeVLLM(sleep=no_sleep)))
+    async with aiohttp.ClientSession() as client:
+        async with client.get(f"{r.base}/v1/chat/completions") as response:
+            assert response.status == 405
+            body = await response.json()
+            assert body["error"]["code"] == "method_not_allowed"
+            assert "POST" in response.headers["Allow"]
+        async with client.post(f"{r.base}/v1/nothing-here", json={}) as response:
+            assert response.status == 404
+            assert (await response.json())["error"]["code"] == "not_found"

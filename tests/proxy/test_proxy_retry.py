@@ -169,12 +169,6 @@ async def test_an_ollama_native_stream_cut_mid_reply_never_ends_cleanly(rig: Rig
     await r.until(lambda: r.inflight() == 0, "the slot back")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FakeEngine.kill() stops the listener and aborts replies "
-    "in flight but leaves idle keep-alive connections open, so a pooled "
-    "connection still reaches the dead fake, which answers 500 instead of refusing",
-)
 async def test_a_killed_fake_refuses_pooled_connections_too(rig: RigFactory) -> None:
     r, fakes, _spies = await two_llamacpps(rig)
     await fakes[0].kill()

@@ -125,11 +125,6 @@ async def test_ollama_sdk(sdk_rig: Rig) -> None:
     assert unsupported.value.status_code == 501
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="FakeOllama's /api/show body (never recorded) has no "
-    "model_info, a field the ollama SDK's ShowResponse requires",
-)
 async def test_ollama_sdk_show(sdk_rig: Rig) -> None:
     shown = await ollama.AsyncClient(host=sdk_rig.base).show(QWEN)
     assert shown.details is not None and shown.details.family

@@ -26,7 +26,7 @@ from pharos.discovery import open_log_feed
 from pharos.obs.service import Observability
 from pharos.peer.statefile import StateSnapshot, TargetStatsRecord
 from pharos.prefix import PrefixEntry, PrefixIndex, Source
-from pharos.proxy.app import Flags, Proxy, ProxyOptions
+from pharos.proxy.app import Flags, Proxy, ProxyOptions, json_errors
 from pharos.proxy.auth import KeyTable
 from pharos.proxy.done import RequestDone
 from pharos.sched import DEFAULT_QUEUE_LIMIT, Scheduler
@@ -126,7 +126,9 @@ class Pharos:
             proxy_ref=lambda: self.proxy,
         )
         self.proxy.on_done = self._on_done
-        self.app = web.Application(client_max_size=self.options.proxy.max_body_bytes + 1024)
+        self.app = web.Application(
+            middlewares=[json_errors], client_max_size=self.options.proxy.max_body_bytes + 1024
+        )
         self.obs.add_routes(self.app)
         self.proxy.add_routes(self.app)
 

@@ -94,7 +94,9 @@ def _yaml_problem(err: yaml.YAMLError) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}: invalid YAML: {problem}"
 
 
-_AT = re.compile(r"^(?P<message>.*?)(?: - at `\$(?P<path>[^`]*)`)?$", re.DOTALL)
+_AT = re.compile(
+    r"^(?P<message>.*?)(?: - at (?P<key>`key` in )?`\$(?P<path>[^`]*)`)?$", re.DOTALL
+)
 _UNKNOWN_FIELD = re.compile(r"Object contains unknown field `(?P<name>[^`]*)`")
 _MISSING_FIELD = re.compile(r"Object missing required field `(?P<name>[^`]*)`")
 _BAD_ENUM = re.compile(r"Invalid enum value (?P<value>.*)")
@@ -125,4 +127,5 @@ def translate_validation_error(raw: str) -> str:
         listed = f" (one of: {', '.join(choices)})" if choices else ""
         return f'{place}: unknown {field_name} "{value}"{listed}'
     text = message.replace("`", "")
-    return f"{place}: {text[:1].lower()}{text[1:]}"
+    what = "a key: " if parts.group("key") else ""
+    return f"{place}: {what}{text[:1].lower()}{text[1:]}"

@@ -6,49 +6,17 @@ import re
 from collections.abc import Iterator, Set
 
 from pharos.config.schema import LogProbe, OwnProbe
+from pharos.engine import LIBRARY
+from pharos.engine.logline import LOG_SIGNALS
 from pharos.engine.types import LOAD_SIGNALS, Signal
-
-LOG_SIGNALS = LOAD_SIGNALS | {Signal.VERSION, Signal.RESIDENCY}
-"""What a log line can report (spec §4, LogLine)."""
 
 RESIDENCY_VALUES = ("loaded", "loading", "cold")
 _METRIC_NAME = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
 _LABEL_NAME = re.compile(r"[a-zA-Z_][a-zA-Z0-9_]*")
 
-_FALLBACK_LIBRARY_NAMES = frozenset(
-    {
-        "openai-models",
-        "ollama-version",
-        "ollama-ps-residency",
-        "ollama-ps-vram",
-        "ollama-tags-size",
-        "ollama-log-num-parallel",
-        "llamacpp-props-version",
-        "llamacpp-props-capacity",
-        "llamacpp-slots-running",
-        "llamacpp-running",
-        "llamacpp-waiting",
-        "llamaswap-version",
-        "llamaswap-running",
-        "vllm-version",
-        "vllm-running",
-        "vllm-waiting",
-        "vllm-kv-cache-usage-perc",
-        "sglang-version",
-        "sglang-capacity",
-        "sglang-running",
-        "sglang-waiting",
-    }
-)
-"""Spec §4's probe names, used only while `pharos.engine.LIBRARY` is not importable."""
-
 
 def library_probe_names() -> frozenset[str]:
     """Names own probes may not take: every built-in probe in the engine's library."""
-    try:
-        from pharos.engine import LIBRARY  # type: ignore[attr-defined,unused-ignore]
-    except ImportError:
-        return _FALLBACK_LIBRARY_NAMES
     return frozenset(LIBRARY)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 import zoneinfo
 from collections.abc import Iterator, Set
@@ -78,6 +79,8 @@ def _check_backends(backends: tuple[Backend, ...], library_names: Set[str]) -> I
             yield f"{here}.url: same backend as backends[{first_index[backend.url]}]"
         else:
             first_index[backend.url] = index
+        if backend.memory_gb is not None and not math.isfinite(backend.memory_gb):
+            yield f"{here}.memory_gb: must be a finite number of GiB, like 24"
         if backend.logs is not None:
             problem = log_feed_problem(backend.logs)
             if problem is not None:

@@ -25,6 +25,8 @@ def run_probe(probe: Probe, fetched: Fetched) -> tuple[Snapshot | None, str | No
         output = probe.parse(fetched.body)
     except ProbeError as err:
         return None, f"parse error: {err}"
+    except Exception as err:  # a probe's bug must cost its signal only, not the whole backend
+        return None, f"parse error: {type(err).__name__}"
     if not known(output, probe.signal):
         return None, "no value"
     return output, None

@@ -11,11 +11,24 @@ import math
 from pharos.engine.types import Load, ProbeError, Residency, Signal
 
 COUNT_SIGNALS = frozenset({Signal.RUNNING, Signal.WAITING, Signal.CAPACITY})
+SHOWN_CHARS = 24
+
+
+def shown(text: str) -> str:
+    """The start of a bad value, for an error: a greedy log group can hold the rest of a line
+    that carries a prompt, and errors never quote log lines."""
+    if len(text) <= SHOWN_CHARS:
+        return repr(text)
+    return repr(text[:SHOWN_CHARS]) + f"... ({len(text)} chars)"
 
 
 def count(value: float, signal: Signal) -> int:
     """A request count: a whole number >= 0 (capacity >= 1)."""
-    if math.isinf(value) or math.isnan(value):
+    try:
+        finite = math.isfinite(value)  # an int past float range raises OverflowError here
+    except OverflowError:
+        finite = False
+    if not finite:
         raise ProbeError(f"{signal.value}: {value} is not a count")
     if value != int(value):
         raise ProbeError(f"{signal.value}: fractional count {value}")
@@ -51,7 +64,7 @@ def residency(text: str) -> Residency:
     try:
         state = Residency(text.strip().lower())
     except ValueError:
-        raise ProbeError(f"residency: {text!r} is not loaded, loading or cold") from None
+        raise ProbeError(f"residency: {shown(text)} is not loaded, loading or cold") from None
     if state is Residency.UNKNOWN:
         raise ProbeError("residency: 'unknown' is not a value a probe can report")
     return state
@@ -61,7 +74,7 @@ def number(text: str, signal: Signal) -> float:
     try:
         return float(text)
     except ValueError:
-        raise ProbeError(f"{signal.value}: {text!r} is not a number") from None
+        raise ProbeError(f"{signal.value}: {shown(text)} is not a number") from None
 
 
 def byte_size(value: int, what: str) -> int:

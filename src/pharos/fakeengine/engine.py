@@ -193,7 +193,11 @@ class FakeEngine:
             if isinstance(transport, asyncio.WriteTransport):
                 transport.abort()
         if self._site is not None:
+            server = self._site._runner.server
             await self._site.stop()
+            # Idle keep-alive connections too: a dead engine refuses pooled connections.
+            for handler in list(server.connections) if server is not None else ():
+                handler.force_close()
 
     @property
     def killed(self) -> bool:

@@ -146,7 +146,18 @@ class FakeOllama(FakeEngine):
         if model is None:
             return self._native_unknown(str(body.get("model")))
         tag = self._tag(model)
-        show = {"details": tag["details"], "capabilities": tag.get("capabilities", [])}
+        details = tag["details"]
+        # model_info: the ollama SDK requires the field; its keys here are the tags
+        # entry's own details under the "general." prefix the real reply uses [U].
+        model_info = {
+            "general.architecture": details.get("family", ""),
+            "general.parameter_count": details.get("parameter_size", ""),
+        }
+        show = {
+            "details": details,
+            "capabilities": tag.get("capabilities", []),
+            "model_info": model_info,
+        }
         return json_response(show | {"modified_at": tag.get("modified_at", "")})
 
     async def _models(self, _request: web.Request) -> web.Response:

@@ -42,11 +42,11 @@ def parse_query(params: dict[str, str], today: dt.date) -> UsageQuery:
     if unknown:
         raise bad_request(f"unknown query parameter `{unknown[0]}`; use from, to, by, format")
     to_day = _date(params["to"], "to") if "to" in params else today
-    from_day = (
-        _date(params["from"], "from")
-        if "from" in params
-        else to_day - dt.timedelta(days=DEFAULT_DAYS - 1)
-    )
+    if "from" in params:
+        from_day = _date(params["from"], "from")
+    else:
+        days_back = min(DEFAULT_DAYS - 1, (to_day - dt.date.min).days)  # `to` near year 1
+        from_day = to_day - dt.timedelta(days=days_back)
     if from_day > to_day:
         raise bad_request("`from` is after `to`")
     by = params.get("by", "key")

@@ -20,8 +20,9 @@ from pharos.proxy import catalog
 from pharos.proxy.auth import KeyEntry, KeyTable
 from pharos.proxy.done import RequestDone, RequestRecord, finish
 from pharos.proxy.errors import ClientError, error_response, model_not_found, too_large
-from pharos.proxy.forward import Forwarder, Route
+from pharos.proxy.forward import Forwarder
 from pharos.proxy.parse import ask_for_usage, parse_request
+from pharos.proxy.upstream import Route
 from pharos.sched import Scheduler
 from pharos.state import State
 from pharos.usage import OUT_OF_QUOTA, UsageBook
@@ -57,6 +58,29 @@ PHAROS_ERROR = ClientError(
     "server_error",
     "pharos_error",
 )
+
+
+@web.middleware
+async def json_errors(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> web.StreamResponse:
+    """aiohttp's own 404 and 405 pages in the API's error shape, which SDKs can parse."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status not in (404, 405):
+            raise
+        code = "not_found" if exc.status == 404 else "method_not_allowed"
+        message = (
+            f"{request.method} {request.path} is not a route Pharos serves"
+            if exc.status == 404
+            else f"{request.path} does not accept {request.method}"
+        )
+        err = ClientError(exc.status, message, "invalid_request_error", code)
+        response = error_response(err, ollama=request.path.startswith("/api/"))
+        if exc.status == 405 and "Allow" in exc.headers:
+            response.headers["Allow"] = exc.headers["Allow"]
+        return response
 
 
 @dataclass

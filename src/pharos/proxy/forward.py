@@ -13,10 +13,8 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import aiohttp
-import msgspec
 from aiohttp import web
 
 from pharos.clock import Clock
@@ -26,6 +24,18 @@ from pharos.proxy.done import RequestRecord
 from pharos.proxy.errors import ClientError, model_not_found, queue_full, unavailable
 from pharos.proxy.parse import ParsedRequest, rename_model
 from pharos.proxy.tap import StreamTap
+from pharos.proxy.upstream import (
+    CLIENT_LEFT,
+    NO_REPLY,
+    Refusal,
+    Route,
+    UpstreamDied,
+    cut_client,
+    forward_headers,
+    no_usage,
+    not_on_ollama,
+    refusal_message,
+)
 from pharos.sched import (
     Feedback,
     Lease,
@@ -38,103 +48,6 @@ from pharos.sched import (
 from pharos.state import State
 
 log = logging.getLogger("pharos.proxy")
-
-_HOP_HEADERS = frozenset(
-    {
-        "connection",
-        "keep-alive",
-        "proxy-authenticate",
-        "proxy-authorization",
-        "te",
-        "trailers",
-        "transfer-encoding",
-        "upgrade",
-        "content-length",
-        "content-encoding",
-        "host",
-        "authorization",
-        "x-api-key",
-        "accept-encoding",
-    }
-)
-_REFUSAL_LOG_BYTES = 200
-
-
-@dataclass(frozen=True, slots=True)
-class Route:
-    name: str  # chat, completion, embeddings, messages, responses, ollama-chat, ...
-    parse_as: str  # the body shape parse_request reads
-    ollama_native: bool = False  # /api/*: Ollama backends only, Ollama error shape
-    coding_agent: bool = False  # /v1/messages, /v1/responses: 404 means the route is missing
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    status: int
-    body: bytes
-    content_type: str
-    backend_url: str
-
-
-class UpstreamDied(Exception):
-    """The engine's connection broke after the reply had started."""
-
-
-def forward_headers(request: web.Request) -> dict[str, str]:
-    """The client's headers minus hop-by-hop ones, its Authorization and Accept-Encoding."""
-    return {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
-
-
-def refusal_message(body: bytes) -> str:
-    """The engine's error.message (or the body), cut to 200 bytes, for a warning log line."""
-    message: object = None
-    try:
-        decoded = msgspec.json.decode(body)
-        if isinstance(decoded, dict):
-            error = decoded.get("error")
-            message = error.get("message") if isinstance(error, dict) else error
-    except msgspec.DecodeError:
-        pass
-    text = message if isinstance(message, str) else body.decode("utf-8", "replace")
-    cut = text.encode("utf-8")[:_REFUSAL_LOG_BYTES].decode("utf-8", "ignore")
-    return " ".join(cut.split())  # one log line, whatever the engine sent
-
-
-def no_usage(
-    status: int | None,
-    ttft_s: float | None = None,
-    duration_s: float | None = None,
-    *,
-    died_mid_reply: bool = False,
-    client_left: bool = False,
-) -> Feedback:
-    """Feedback of a reply whose usage Pharos never saw (refused, cut, or never sent)."""
-    return Feedback(
-        status,
-        ttft_s,
-        duration_s,
-        None,
-        None,
-        None,
-        died_mid_reply=died_mid_reply,
-        client_left=client_left,
-    )
-
-
-_NO_REPLY = no_usage(None)
-_CLIENT_LEFT = no_usage(None, client_left=True)
-
-
-def not_on_ollama(model: str) -> ClientError:
-    return ClientError(
-        404,
-        f"model '{model}' is not served by any Ollama backend "
-        "(Pharos does not translate /api/* to other engines)",
-        "invalid_request_error",
-        "model_not_found",
-        None,
-        ("route", "unknown_model"),
-    )
 
 
 class Forwarder:
@@ -213,11 +126,11 @@ class Forwarder:
                 )
             except asyncio.CancelledError:
                 if not lease.released:
-                    lease.release(_CLIENT_LEFT)
+                    lease.release(CLIENT_LEFT)
                     record.decide("upstream", "client_left")
                 raise
             finally:
-                lease.release(_NO_REPLY)  # a no-op unless an unexpected error skipped it
+                lease.release(NO_REPLY)  # a no-op unless an unexpected error skipped it
             if isinstance(outcome, web.StreamResponse):
                 return outcome
             refusal = outcome if outcome is not None else refusal
@@ -312,7 +225,7 @@ class Forwarder:
     def _connect_failed(self, lease: Lease, record: RequestRecord, exc: BaseException) -> None:
         """A refused or broken connection before any reply: eject, and retry elsewhere."""
         self._state.eject(lease.target.backend_url, f"connect failed: {type(exc).__name__}")
-        lease.release(_NO_REPLY)
+        lease.release(NO_REPLY)
         record.decide("upstream", "connect_failed")
 
     async def _stream(
@@ -353,7 +266,7 @@ class Forwarder:
             lease.release(no_usage(status, ttft_s, self._clock.now() - sent_s, died_mid_reply=True))
             record.decide("upstream", "died_mid_reply")
             record.metered = False
-            _cut(request)
+            cut_client(request)
             return response
         except (asyncio.CancelledError, ConnectionError, aiohttp.ClientConnectionResetError) as exc:
             upstream.close()
@@ -365,9 +278,9 @@ class Forwarder:
         except Exception:
             log.exception("proxy error while streaming from %s", target.backend_url)
             upstream.close()
-            lease.release(_NO_REPLY)
+            lease.release(NO_REPLY)
             record.decide("upstream", "pharos_error")
-            _cut(request)
+            cut_client(request)
             return response
         finally:
             upstream.release()
@@ -414,10 +327,3 @@ class Forwarder:
             record.decide("load", load)
         record.metered = prompt is not None and completion is not None
         self._on_usage(record.key, lease.request.model, prompt, cached, completion)
-
-
-def _cut(request: web.Request) -> None:
-    """Close the client's connection without the terminating chunk: a visible truncation."""
-    transport = request.transport
-    if transport is not None:
-        transport.abort()

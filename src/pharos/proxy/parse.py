@@ -6,6 +6,7 @@ raw JSON until we hash them, so a 32 KiB chat costs tens of microseconds.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,7 +42,19 @@ class _Body(msgspec.Struct):
     instructions: msgspec.Raw = _NULL
 
 
-_BODY_DECODER = msgspec.json.Decoder(_Body)
+class _DecodedMessage(msgspec.Struct):
+    role: Any = ""
+    content: Any = None
+
+
+class _DecodedBody(_Body):
+    """The fast shape: message contents decoded by msgspec in one pass (strings to str)."""
+
+    messages: list[_DecodedMessage] | None = None  # type: ignore[assignment]
+    system: Any = None
+
+
+_DECODED_BODY_DECODER = msgspec.json.Decoder(_DecodedBody)
 _STR_DECODER = msgspec.json.Decoder(str)
 
 
@@ -68,6 +81,15 @@ def _text(raw: msgspec.Raw | None) -> str | bytes | None:
     return data
 
 
+def _as_text(value: object) -> str | bytes | None:
+    """`system` as text whichever decoder read it (raw JSON, or decoded by msgspec)."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, msgspec.Raw):
+        return _text(value)
+    return msgspec.json.encode(value)
+
+
 def _size(content: str | bytes | None) -> int:
     if content is None:
         return 0
@@ -76,12 +98,27 @@ def _size(content: str | bytes | None) -> int:
     return len(content)
 
 
+def _decode(body: bytes) -> _Body:
+    """Decode contents in one pass. msgspec refuses a lone surrogate escape (`\\ud800`),
+    which Python engines accept; such a rare body is re-encoded through the stdlib with
+    the lone surrogate replaced, so it still routes and hashes the same way every time."""
+    try:
+        return _DECODED_BODY_DECODER.decode(body)
+    except msgspec.DecodeError as strict_error:
+        try:
+            lenient = json.loads(body)
+        except (ValueError, UnicodeDecodeError):
+            raise strict_error from None
+        cleaned = json.dumps(lenient, ensure_ascii=False).encode("utf-8", "replace")
+        return _DECODED_BODY_DECODER.decode(cleaned)
+
+
 def parse_request(body: bytes, *, route: str, stream_default: bool = False) -> ParsedRequest:
     """Decode what routing needs from `body`; raises ClientError (400) on malformed input."""
     if not body.strip():
         raise bad_request("The request body is empty; expected a JSON object.")
     try:
-        decoded = _BODY_DECODER.decode(body)
+        decoded = _decode(body)
     except msgspec.ValidationError as exc:
         raise bad_request(f"Invalid request body: {exc}") from None
     except msgspec.DecodeError as exc:
@@ -103,20 +140,23 @@ def parse_request(body: bytes, *, route: str, stream_default: bool = False) -> P
     chain: Chain | None
     if route in ("chat", "messages"):
         messages = decoded.messages or ()
-        pairs: list[tuple[str, str | bytes]] = []
-        system = _text(decoded.system)
-        if system is not None:
+        # Contents go to the chain as decoded by msgspec (str, a list of parts, or raw JSON on
+        # the fallback path); the chain counts their text bytes for the token estimate.
+        pairs: list[tuple[str, object]] = []
+        system = decoded.system
+        if system is not None and not (
+            isinstance(system, msgspec.Raw) and bytes(system) == b"null"
+        ):
             pairs.append(("system", system))
         for message in messages:
             role = message.role if isinstance(message.role, str) else ""
-            content = _text(message.content)
-            pairs.append((role, content if content is not None else b"null"))
+            pairs.append((role, message.content))
         control = not pairs
         chain = chain_for_chat(model, tools, pairs) if pairs else None
-        text_bytes = sum(_size(content) for _, content in pairs)
+        text_bytes = chain.cum_bytes[-1] if chain is not None and chain.cum_bytes else 0
     elif route in ("completion", "generate"):
         prompt = _text(decoded.prompt)
-        system = _text(decoded.system)
+        system_text = _as_text(decoded.system)
         control = prompt is None or prompt == ""
         if isinstance(prompt, str):
             chain = chain_for_prompt(model, prompt) if prompt else None
@@ -124,7 +164,7 @@ def parse_request(body: bytes, *, route: str, stream_default: bool = False) -> P
             chain = chain_for_prompt(model, prompt.decode("utf-8", "replace"))
         else:
             chain = None
-        text_bytes = _size(prompt) + _size(system)
+        text_bytes = _size(prompt) + _size(system_text)
     else:  # embeddings, responses: estimate only
         text_bytes = _size(_text(decoded.input)) + _size(_text(decoded.instructions))
         chain = None

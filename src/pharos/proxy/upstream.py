@@ -1,0 +1,115 @@
+"""The pieces of one exchange with an engine: routes, headers, refusals, feedback without usage."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+from aiohttp import web
+
+from pharos.proxy.errors import ClientError
+from pharos.sched import Feedback
+
+_HOP_HEADERS = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailers",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        "content-encoding",
+        "host",
+        "authorization",
+        "x-api-key",
+        "accept-encoding",
+    }
+)
+_REFUSAL_LOG_BYTES = 200
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    name: str  # chat, completion, embeddings, messages, responses, ollama-chat, ...
+    parse_as: str  # the body shape parse_request reads
+    ollama_native: bool = False  # /api/*: Ollama backends only, Ollama error shape
+    coding_agent: bool = False  # /v1/messages, /v1/responses: 404 means the route is missing
+
+
+@dataclass(frozen=True, slots=True)
+class Refusal:
+    status: int
+    body: bytes
+    content_type: str
+    backend_url: str
+
+
+class UpstreamDied(Exception):
+    """The engine's connection broke after the reply had started."""
+
+
+def forward_headers(request: web.Request) -> dict[str, str]:
+    """The client's headers minus hop-by-hop ones, its Authorization and Accept-Encoding."""
+    return {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
+
+
+def refusal_message(body: bytes) -> str:
+    """The engine's error.message (or the body), cut to 200 bytes, for a warning log line."""
+    message: object = None
+    try:
+        decoded = msgspec.json.decode(body)
+        if isinstance(decoded, dict):
+            error = decoded.get("error")
+            message = error.get("message") if isinstance(error, dict) else error
+    except msgspec.DecodeError:
+        pass
+    text = message if isinstance(message, str) else body.decode("utf-8", "replace")
+    cut = text.encode("utf-8")[:_REFUSAL_LOG_BYTES].decode("utf-8", "ignore")
+    return " ".join(cut.split())  # one log line, whatever the engine sent
+
+
+def no_usage(
+    status: int | None,
+    ttft_s: float | None = None,
+    duration_s: float | None = None,
+    *,
+    died_mid_reply: bool = False,
+    client_left: bool = False,
+) -> Feedback:
+    """Feedback of a reply whose usage Pharos never saw (refused, cut, or never sent)."""
+    return Feedback(
+        status,
+        ttft_s,
+        duration_s,
+        None,
+        None,
+        None,
+        died_mid_reply=died_mid_reply,
+        client_left=client_left,
+    )
+
+
+NO_REPLY = no_usage(None)
+CLIENT_LEFT = no_usage(None, client_left=True)
+
+
+def not_on_ollama(model: str) -> ClientError:
+    return ClientError(
+        404,
+        f"model '{model}' is not served by any Ollama backend "
+        "(Pharos does not translate /api/* to other engines)",
+        "invalid_request_error",
+        "model_not_found",
+        None,
+        ("route", "unknown_model"),
+    )
+
+
+def cut_client(request: web.Request) -> None:
+    """Close the client's connection without the terminating chunk: a visible truncation."""
+    transport = request.transport
+    if transport is not None:
+        transport.abort()
