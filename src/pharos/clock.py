@@ -27,7 +27,9 @@ class SystemClock:
 class FakeClock:
     """A clock that moves only when a test calls `advance`."""
 
-    def __init__(self, start_monotonic: float = 1000.0, start_wall: float = 1_790_000_000.0) -> None:
+    def __init__(
+        self, start_monotonic: float = 1000.0, start_wall: float = 1_790_000_000.0
+    ) -> None:
         self._monotonic = start_monotonic
         self._wall = start_wall
 

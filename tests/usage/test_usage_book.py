@@ -5,8 +5,8 @@ import pytest
 
 from pharos.clock import FakeClock
 from pharos.usage import DAY, MINUTE, OUT_OF_QUOTA, RATE_LIMITED, Cell, UsageBook
-from pharos.usage.days import day_of_date
 from pharos.usage.book import rpm_wait_s
+from pharos.usage.days import day_of_date
 
 BANGKOK = ZoneInfo("Asia/Bangkok")
 NEW_YORK = ZoneInfo("America/New_York")

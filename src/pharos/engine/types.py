@@ -108,7 +108,7 @@ class Feed:
 
 
 ParseFn = Callable[[bytes], Snapshot]
-"""Parses a whole HTTP body or one log line. Raises ProbeError on a value that cannot be the signal."""
+"""Parses a whole HTTP body or one log line; ProbeError for a value that cannot be the signal."""
 
 VersionGuard = Callable[[str | None], bool]
 
