@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pharos.cmd.keys import key_sha256, new_key
+from pharos.cmd.keys import new_key
 from pharos.cmd.main import main
 from pharos.config import parse_config
+from pharos.proxy.auth import hash_key
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
@@ -88,7 +89,7 @@ def test_keys_new_prints_the_key_once_and_its_config_entry(
 
 def test_keys_new_gives_a_different_key_each_time() -> None:
     assert new_key() != new_key()
-    assert key_sha256("pk-test") == hashlib.sha256(b"pk-test").hexdigest()
+    assert hash_key("pk-test") == hashlib.sha256(b"pk-test").hexdigest()
 
 
 def test_keys_new_rejects_a_name_that_cannot_be_a_yaml_scalar(

@@ -11,11 +11,11 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from pharos.cmd.keys import key_sha256
 from pharos.cmd.runtime import Pharos, running
 from pharos.cmd.serve import reload_config, reload_if_changed
 from pharos.config import load_config
 from pharos.fakeengine import FakeVLLM, no_sleep, serve
+from pharos.proxy.auth import hash_key
 
 MODEL = "qwen2.5-0.5b"
 ALICE = "pk-alice-test-key"
@@ -32,7 +32,7 @@ def config_text(
     if not backends:
         lines[-1] = "backends: []"
     lines.append("keys:")
-    lines += [f"  - name: {name}\n    sha256: {key_sha256(key)}" for name, key in keys]
+    lines += [f"  - name: {name}\n    sha256: {hash_key(key)}" for name, key in keys]
     return "\n".join(lines) + "\n"
 
 

@@ -51,6 +51,17 @@ def test_cache_when_the_cached_prefix_outweighed_load():
     assert (d.target_id, d.why) == (1, "cache")
 
 
+def test_cache_between_equally_idle_targets_names_the_cache():
+    # Every target idle: utilization cannot have decided, the cached prefix did.
+    d = pick(REQ, [cand(1), cand(2, matched_tokens=3500), cand(3)], DEFAULT_CONFIG)
+    assert (d.target_id, d.why) == (2, "cache")
+
+
+def test_warm_between_equally_idle_targets_names_the_loaded_model():
+    d = pick(REQ, [cand(1, warm=False), cand(2)], DEFAULT_CONFIG)
+    assert (d.target_id, d.why) == (2, "warm")
+
+
 def test_warm_when_the_loaded_model_outweighed_load():
     busier_warm = cand(1, free_slots=2)
     idle_cold = cand(2, free_slots=4, warm=False)

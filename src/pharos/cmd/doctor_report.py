@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from pharos.engine.snapshots import load_value
 from pharos.engine.types import WHOLE_BACKEND, Kind, Probe, Residency, Signal, Snapshot
 
 CODING_AGENT_ROUTES: Mapping[str, str] = MappingProxyType(
@@ -52,17 +53,6 @@ def _residency(value: Residency) -> str | None:
     return None if value is Residency.UNKNOWN else value.value
 
 
-def _load_value(snapshot: Snapshot, model: str, name: str) -> int | float | None:
-    """What routing sees for the model: its own value, else the whole backend's."""
-    for key in (model, WHOLE_BACKEND):
-        load = snapshot.loads.get(key)
-        if load is not None:
-            value: int | float | None = getattr(load, name)
-            if value is not None:
-                return value
-    return None
-
-
 def model_values(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
     models: dict[str, dict[str, Any]] = {}
     for model, info in sorted((snapshot.models or {}).items()):
@@ -72,7 +62,7 @@ def model_values(snapshot: Snapshot) -> dict[str, dict[str, Any]]:
             "size_bytes": info.size_bytes,
         }
         for name in LOAD_FIELDS:
-            values[name] = _load_value(snapshot, model, name)
+            values[name] = load_value(snapshot, model, name)
         models[model] = values
     return models
 

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import hashlib
 import re
 import secrets
 from typing import TextIO
+
+from pharos.proxy.auth import hash_key
 
 KEY_PREFIX = "pk-"
 KEY_BYTES = 32
@@ -18,13 +19,8 @@ def new_key() -> str:
     return KEY_PREFIX + secrets.token_urlsafe(KEY_BYTES)
 
 
-def key_sha256(key: str) -> str:
-    """What config stores: the hex SHA-256 of the key's UTF-8 bytes."""
-    return hashlib.sha256(key.encode("utf-8")).hexdigest()
-
-
 def key_entry_yaml(name: str, key: str) -> str:
-    return f'  - name: {name}\n    sha256: "{key_sha256(key)}"\n'
+    return f'  - name: {name}\n    sha256: "{hash_key(key)}"\n'
 
 
 def run_keys_new(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:

@@ -14,6 +14,7 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from pharos.engine.types import (
+    WHOLE_BACKEND,
     Load,
     ModelInfo,
     Probe,
@@ -29,6 +30,20 @@ _LOAD_FIELD = {
     Signal.KV_USAGE: "kv_usage",
 }
 _MODEL_FIELD = {Signal.VRAM_BYTES: "vram_bytes", Signal.SIZE_BYTES: "size_bytes"}
+
+
+def load_value(snapshot: Snapshot | None, model: str, name: str) -> int | float | None:
+    """A load field (`running`, ...) as routing sees it for one model: the model's own value,
+    else the whole backend's; None when neither is known."""
+    if snapshot is None:
+        return None
+    for key in (model, WHOLE_BACKEND):
+        load = snapshot.loads.get(key)
+        if load is not None:
+            value: int | float | None = getattr(load, name)
+            if value is not None:
+                return value
+    return None
 
 
 def known(output: Snapshot, signal: Signal) -> bool:

@@ -272,38 +272,36 @@ class FakeOllama(FakeEngine):
         return response
 
     async def _native_chat_route(self, request: web.Request) -> web.StreamResponse:
-        body = await read_json(request)
-        if body is None:
-            return json_response({"error": "invalid JSON body"}, status=400)
-        model = self.models.get(str(body.get("model")))
-        if model is None:
-            return self._native_unknown(str(body.get("model")))
-        async with self.generation(model, chat_prompt(body), max_tokens_of(body)) as gen:
-            if body.get("stream") is not False:
-                return await self._native_stream(
-                    request, gen, model.name, self._native_chat, "message.content"
-                )
-            await self.run(gen)
-            final = self._native_final(self._native_chat_json, gen, model.name)
-            put(final, "message.content", gen.text)
-            return json_response(final)
+        return await self._native_generation(
+            request, chat_prompt, self._native_chat, self._native_chat_json, "message.content"
+        )
 
     async def _native_generate(self, request: web.Request) -> web.StreamResponse:
+        return await self._native_generation(
+            request, _generate_prompt, self._generate, self._generate[-1], "response"
+        )
+
+    async def _native_generation(
+        self,
+        request: web.Request,
+        prompt_of: Callable[[Json], str],
+        stream_lines: list[Json],
+        final_template: Json,
+        text_key: str,
+    ) -> web.StreamResponse:
+        """/api/chat and /api/generate: the same flow over their own recorded shapes."""
         body = await read_json(request)
         if body is None:
             return json_response({"error": "invalid JSON body"}, status=400)
         model = self.models.get(str(body.get("model")))
         if model is None:
             return self._native_unknown(str(body.get("model")))
-        prompt = text_prompt(body.get("system")) + text_prompt(body.get("prompt"))
-        async with self.generation(model, prompt, max_tokens_of(body)) as gen:
+        async with self.generation(model, prompt_of(body), max_tokens_of(body)) as gen:
             if body.get("stream") is not False:
-                return await self._native_stream(
-                    request, gen, model.name, self._generate, "response"
-                )
+                return await self._native_stream(request, gen, model.name, stream_lines, text_key)
             await self.run(gen)
-            final = self._native_final(self._generate[-1], gen, model.name)
-            put(final, "response", gen.text)
+            final = self._native_final(final_template, gen, model.name)
+            put(final, text_key, gen.text)
             return json_response(final)
 
     async def _native_embed(self, request: web.Request) -> web.Response:
@@ -322,3 +320,7 @@ class FakeOllama(FakeEngine):
         put(reply, "load_duration", int(gen.load_s * ns))
         put(reply, "prompt_eval_count", gen.prompt_tokens)
         return json_response(reply)
+
+
+def _generate_prompt(body: Json) -> str:
+    return text_prompt(body.get("system")) + text_prompt(body.get("prompt"))

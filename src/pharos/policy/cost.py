@@ -14,7 +14,9 @@ from pharos.policy.types import Candidate, Decision, PolicyConfig, RouteReq, Ter
 from pharos.policy.util import break_tie, median_or
 
 _INF = math.inf
-EST = 2  # index of est_ttft_s in Terms
+FEASIBLE = 1  # indexes into Terms
+EST = 2  # est_ttft_s
+UTIL = 7
 
 
 def fallbacks(candidates: Sequence[Candidate], config: PolicyConfig) -> tuple[float, float, float]:
@@ -113,6 +115,15 @@ def _score(
     return terms, best_i, second_i, least_i, feasible_count
 
 
+def _cheapest_other_at(terms: list[Terms], chosen: int, util: float) -> int:
+    """The cheapest feasible target other than `chosen` with this utilization; -1 if none."""
+    found, found_est = -1, _INF
+    for i, t in enumerate(terms):
+        if i != chosen and t[FEASIBLE] and t[UTIL] == util and t[EST] < found_est:
+            found, found_est = i, t[EST]
+    return found
+
+
 def _no_feasible_reason(candidates: int) -> str:
     return f"no feasible target: {candidates} cold loads would evict busy models"
 
@@ -140,8 +151,12 @@ def pick(request: RouteReq, candidates: Sequence[Candidate], config: PolicyConfi
     enqueue = chosen.free_slots <= 0
     why: Why = "only_choice"
     if feasible_count > 1:
-        # against the least utilized target (the cheapest of them, if several)
-        why = why_against_least_loaded(terms[best], terms[least])
+        # against the least utilized target (the cheapest of them, if several); when
+        # the chosen one is among them, against the cheapest of the others, since
+        # utilization did not tell them apart
+        if terms[best][UTIL] == terms[least][UTIL]:
+            least = _cheapest_other_at(terms, best, terms[best][UTIL])
+        why = why_against_least_loaded(terms[best], terms[least]) if least >= 0 else "least_loaded"
     runner_up = second if best == lowest else lowest
     return Decision(
         target_id=chosen.target_id,

@@ -7,8 +7,8 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import TypeVar
 
+from pharos.engine.snapshots import load_value
 from pharos.engine.types import (
-    WHOLE_BACKEND,
     Kind,
     Load,
     ModelInfo,
@@ -26,19 +26,6 @@ T = TypeVar("T")
 def fresh(at: float | None, interval_s: float, options: StateOptions, now: float) -> bool:
     """A round is fresh while it is no older than stale_factor × its interval."""
     return at is not None and now - at <= options.stale_factor * interval_s
-
-
-def _load_field(snapshot: Snapshot | None, model: str, name: str) -> int | float | None:
-    """The model's own value, else the whole backend's."""
-    if snapshot is None:
-        return None
-    for key in (model, WHOLE_BACKEND):
-        load = snapshot.loads.get(key)
-        if load is not None:
-            value: int | float | None = getattr(load, name)
-            if value is not None:
-                return value
-    return None
 
 
 def _model_info(snapshot: Snapshot | None, model: str) -> ModelInfo | None:
@@ -108,16 +95,16 @@ def target_view(
         draining=backend.draining,
         residency=residency_of(record, backend, options, now),
         running=_as_int(
-            _either(_load_field(fast, model, "running"), _load_field(logged, model, "running"))
+            _either(load_value(fast, model, "running"), load_value(logged, model, "running"))
         ),
         waiting=_as_int(
-            _either(_load_field(fast, model, "waiting"), _load_field(logged, model, "waiting"))
+            _either(load_value(fast, model, "waiting"), load_value(logged, model, "waiting"))
         ),
         capacity=_as_int(
-            _either(_load_field(full, model, "capacity"), _load_field(logged, model, "capacity"))
+            _either(load_value(full, model, "capacity"), load_value(logged, model, "capacity"))
         ),
         kv_usage=_as_float(
-            _either(_load_field(fast, model, "kv_usage"), _load_field(logged, model, "kv_usage"))
+            _either(load_value(fast, model, "kv_usage"), load_value(logged, model, "kv_usage"))
         ),
         size_bytes=_either(
             None if info is None else info.size_bytes,
