@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pharos.engine import LIBRARY, ProbeError, Residency, Signal
 from pharos.engine.library import llamacpp_build, llamacpp_deferred_trusted
@@ -154,3 +158,40 @@ def test_capacity_too_large_for_a_float_is_a_probe_error(name: str, field: str) 
 def test_llamacpp_build_guard(version: str | None, build: int | None, trusted: bool) -> None:
     assert llamacpp_build(version) == build
     assert llamacpp_deferred_trusted(version) is trusted
+
+
+_NUMBERS = st.one_of(
+    st.integers(min_value=-(10**30), max_value=10**30),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["9" * 400, "1e400", "-0", "NaN", "+Inf", '"2"', "true", "null", "[]"]),
+)
+_TEMPLATES = (
+    '{{"total_slots": {n}, "build_info": "b{n}", "max_running_requests": {n}, "version": {n}}}',
+    '{{"models": [{{"name": "a", "size_vram": {n}, "size": {n}}}]}}',
+    '[{{"is_processing": {n}}}]',
+    '{{"running": [{{"model": "a", "state": {n}}}]}}',
+    '{{"data": [{{"id": {n}}}]}}',
+    'vllm:num_requests_running{{model_name="a"}} {n}\n'
+    'vllm:num_requests_waiting{{model_name="a"}} {n}\n'
+    'vllm:kv_cache_usage_perc{{model_name="a"}} {n}\nllamacpp:requests_processing {n}\n'
+    'llamacpp:requests_deferred {n}\nsglang:num_running_reqs{{model_name="a"}} {n}\n'
+    'sglang:num_queue_reqs{{model_name="a"}} {n}\n',
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    template=st.sampled_from(_TEMPLATES),
+    number=_NUMBERS,
+    noise=st.binary(max_size=8),
+)
+def test_any_body_is_a_snapshot_or_a_probe_error(
+    template: str, number: object, noise: bytes
+) -> None:
+    """resolve and scrape catch ProbeError: anything else would fail the backend's whole round."""
+    body = template.format(n=number).encode() + noise
+    for probe in LIBRARY.values():
+        if probe.feed.log:
+            continue
+        with contextlib.suppress(ProbeError):
+            probe.parse(body)

@@ -205,3 +205,12 @@ def test_embeddings_count_zero_completion_tokens() -> None:
     chat = parse_usage(b'{"object":"chat.completion","usage":{"prompt_tokens":5}}')
     assert chat is not None
     assert chat.completion_tokens is None
+
+
+def test_a_count_no_engine_could_report_is_unknown() -> None:
+    # 10**20 tokens would be counted into the usage book, and from then on every state-file
+    # and peer snapshot fails to encode (MessagePack holds 64-bit integers at most).
+    line = b'{"usage":{"prompt_tokens":100000000000000000000,"completion_tokens":7}}'
+    assert parse_usage(line) == Usage(None, None, 7, None, None)
+    swapped = b'{"timings":{"cache_n":30,"prompt_n":10,"predicted_n":100000000000000000000}}'
+    assert parse_usage(swapped) == Usage(40, 30, None, None, None)

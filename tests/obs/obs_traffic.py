@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from conftest import MODEL, SECRET_PROMPT, BackendSpecYaml, KeySpec, Router, StartRouter
+from obs_rig import MODEL, SECRET_PROMPT, BackendSpecYaml, KeySpec, Router, StartRouter
 
 from pharos.fakeengine import FakeLlamaCpp, FakeOllama, FakeVLLM, no_sleep
 from pharos.usage import DAY, Cell, day_at

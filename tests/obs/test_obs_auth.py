@@ -9,7 +9,7 @@ import zoneinfo
 import anthropic
 import openai
 import pytest
-from conftest import MODEL, BackendSpecYaml, KeySpec, Router, StartRouter
+from obs_rig import MODEL, BackendSpecYaml, KeySpec, Router, StartRouter
 
 from pharos.clock import FakeClock
 from pharos.fakeengine import FakeModel, FakeOllama, no_sleep

@@ -9,8 +9,8 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import Router, StartRouter
 from obs_html import parse_status
+from obs_rig import Router, StartRouter
 from obs_traffic import make_traffic, rich_router, seed_history
 
 CHROMIUM = Path("/usr/bin/chromium")

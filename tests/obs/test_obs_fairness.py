@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from conftest import BackendSpecYaml, KeySpec, StartRouter, wait_for
+from obs_rig import BackendSpecYaml, KeySpec, StartRouter, wait_for
 
 from pharos.fakeengine import FakeLlamaCpp, Ledger, no_sleep
 from pharos.sched import Lease

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from conftest import (
+from obs_html import parse_status
+from obs_rig import (
     MODEL,
     SECRET_PROMPT,
     BackendSpecYaml,
@@ -19,7 +20,6 @@ from conftest import (
     StartRouter,
     wait_for,
 )
-from obs_html import parse_status
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import MODEL, SECRET_PROMPT, BackendSpecYaml, KeySpec, Router, StartRouter
 from obs_html import StatusPage, parse_status
+from obs_rig import MODEL, SECRET_PROMPT, BackendSpecYaml, KeySpec, Router, StartRouter
 from obs_traffic import HISTORY_KEYS, make_traffic, rich_router, seed_history
 
 from pharos.fakeengine import FakeOllama, no_sleep

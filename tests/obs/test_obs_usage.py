@@ -9,7 +9,7 @@ import json
 import zoneinfo
 
 import pytest
-from conftest import MODEL, BackendSpecYaml, KeySpec, Router, StartRouter
+from obs_rig import MODEL, BackendSpecYaml, KeySpec, Router, StartRouter
 
 from pharos.clock import FakeClock
 from pharos.fakeengine import FakeModel, FakeOllama, no_sleep

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from conftest import Backend, RigFactory
+from proxy_rig import Backend, RigFactory
 
 from pharos.fakeengine import FakeLlamaCpp, Ledger, no_sleep
 

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from conftest import SLOW_STATE, Backend, Rig, RigFactory, kill
+from proxy_rig import SLOW_STATE, Backend, Rig, RigFactory, kill
 
 from pharos.fakeengine import FakeLlamaCpp, FakeOllama, FakeVLLM, Ledger, no_sleep
 from pharos.proxy.app import ProxyOptions

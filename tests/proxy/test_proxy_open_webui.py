@@ -9,7 +9,7 @@ import os
 from pathlib import Path
 
 import pytest
-from conftest import Backend, RigFactory
+from proxy_rig import Backend, RigFactory
 
 from pharos.fakeengine import FakeLlamaCpp, Ledger, no_sleep
 

@@ -7,7 +7,7 @@ import logging
 
 import aiohttp
 import pytest
-from conftest import SLOW_STATE, Backend, Interceptor, Rig, RigFactory, kill
+from proxy_rig import SLOW_STATE, Backend, Interceptor, Rig, RigFactory, kill
 
 from pharos.fakeengine import FakeLlamaCpp, FakeOllama, no_sleep
 

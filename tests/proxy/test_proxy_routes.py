@@ -9,7 +9,7 @@ import json
 import aiohttp
 import pytest
 from aiohttp import web
-from conftest import Backend, Rig, RigFactory
+from proxy_rig import Backend, Rig, RigFactory
 
 from pharos.cmd.runtime import Pharos, RuntimeOptions, running
 from pharos.config import Config

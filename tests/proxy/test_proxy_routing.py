@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from conftest import Backend, RigFactory
+from proxy_rig import Backend, RigFactory
 
 from pharos.engine.types import Residency
 from pharos.fakeengine import (

@@ -9,7 +9,7 @@ import anthropic
 import ollama
 import openai
 import pytest
-from conftest import SLOW_STATE, Backend, Rig, RigFactory
+from proxy_rig import SLOW_STATE, Backend, Rig, RigFactory
 
 from pharos.fakeengine import FakeOllama, FakeVLLM, no_sleep
 

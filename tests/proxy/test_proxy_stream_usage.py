@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 import aiohttp
 import pytest
-from conftest import Backend, Interceptor, RigFactory
+from proxy_rig import Backend, Interceptor, RigFactory
 
 from pharos.clock import FakeClock
 from pharos.fakeengine import FakeEngine, FakeLlamaCpp, FakeOllama, FakeVLLM, no_sleep, serve

@@ -1,7 +1,7 @@
 """Config (spec §10): the YAML file parsed into frozen, typed values."""
 
 from pharos.config.load import ConfigError, load_config, parse_config
-from pharos.config.own_probes import LOG_SIGNALS, library_probe_names
+from pharos.config.own_probes import library_probe_names
 from pharos.config.reload import RESTART_SECTIONS, restart_needed
 from pharos.config.rules import log_feed_problem, url_problem
 from pharos.config.schema import (
@@ -19,6 +19,7 @@ from pharos.config.schema import (
 )
 from pharos.config.values import Duration, HostPort, parse_duration_s
 from pharos.config.zones import host_zone, usage_zone
+from pharos.engine.logline import LOG_SIGNALS
 
 __all__ = [
     "BYTES_PER_GB",

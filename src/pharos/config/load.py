@@ -94,9 +94,7 @@ def _yaml_problem(err: yaml.YAMLError) -> str:
     return f"line {mark.line + 1}, column {mark.column + 1}: invalid YAML: {problem}"
 
 
-_AT = re.compile(
-    r"^(?P<message>.*?)(?: - at (?P<key>`key` in )?`\$(?P<path>[^`]*)`)?$", re.DOTALL
-)
+_AT = re.compile(r"^(?P<message>.*?)(?: - at (?P<key>`key` in )?`\$(?P<path>[^`]*)`)?$", re.DOTALL)
 _UNKNOWN_FIELD = re.compile(r"Object contains unknown field `(?P<name>[^`]*)`")
 _MISSING_FIELD = re.compile(r"Object missing required field `(?P<name>[^`]*)`")
 _BAD_ENUM = re.compile(r"Invalid enum value (?P<value>.*)")

@@ -52,10 +52,10 @@ async def fetch(
             if not 200 <= resp.status < 300:
                 return Fetched(resp.status)
             chunks: list[bytes] = []
-            size = 0
+            size_bytes = 0
             async for chunk in resp.content.iter_chunked(65536):
-                size += len(chunk)
-                if size > MAX_BODY_BYTES:
+                size_bytes += len(chunk)
+                if size_bytes > MAX_BODY_BYTES:
                     return Fetched(None, error=f"body over {MAX_BODY_BYTES} bytes")
                 chunks.append(chunk)
             return Fetched(resp.status, b"".join(chunks))

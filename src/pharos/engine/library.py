@@ -202,9 +202,6 @@ def _slots_running(slots: list[_Slot]) -> Snapshot:
     return _whole(Load(running=sum(1 for flag in flags if flag)))
 
 
-_SWAP_STATES = {"ready": Residency.LOADED}  # starting/stopping never captured: unknown
-
-
 def _llamaswap_running(body: _RunningBody) -> Snapshot:
     if body.running is None:
         return Snapshot()

@@ -52,6 +52,10 @@ PREFILL_SECONDS: tuple[tuple[Path, float], ...] = (
     (("timings", "prompt_ms"), 1e-3),  # llama.cpp
 )
 
+MAX_REPLY_TOKENS = 2**40
+"""No engine's context comes near this; a larger count is garbage, read as unknown (it would
+also overflow the 64-bit integers of state-file and peer snapshots once summed)."""
+
 _MARKERS = (b"usage", b"prompt_eval", b"timings", b"eval_count")
 _DATA = b"data:"
 _DONE = b"[DONE]"
@@ -108,7 +112,7 @@ def _lookup(reply: Mapping[str, Any], path: Path) -> object:
 
 
 def _count(value: object) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_REPLY_TOKENS:
         return None
     return value
 

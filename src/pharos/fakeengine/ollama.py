@@ -8,6 +8,7 @@ its own slots and per-slot prompt caches. Ollama reports no running/waiting anyw
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from aiohttp import web
@@ -284,7 +285,7 @@ class FakeOllama(FakeEngine):
     async def _native_generation(
         self,
         request: web.Request,
-        prompt_of: Callable[[Json], str],
+        prompt_of: Callable[[Json], bytes],
         stream_lines: list[Json],
         final_template: Json,
         text_key: str,
@@ -322,5 +323,5 @@ class FakeOllama(FakeEngine):
         return json_response(reply)
 
 
-def _generate_prompt(body: Json) -> str:
+def _generate_prompt(body: Json) -> bytes:
     return text_prompt(body.get("system")) + text_prompt(body.get("prompt"))

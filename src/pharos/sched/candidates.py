@@ -37,9 +37,9 @@ def fits_if_cold(view: TargetView, others: Iterable[tuple[TargetView, int]]) -> 
     requests in flight is evictable; one with requests, or one loading, holds its memory. None
     when the host memory, this model's size or a busy model's footprint is unknown.
     """
-    memory = view.memory_bytes
-    size = view.size_bytes
-    if memory is None or size is None:
+    memory_bytes = view.memory_bytes
+    size_bytes = view.size_bytes
+    if memory_bytes is None or size_bytes is None:
         return None
     held_bytes = 0
     for other, occupancy in others:
@@ -52,7 +52,7 @@ def fits_if_cold(view: TargetView, others: Iterable[tuple[TargetView, int]]) -> 
         if footprint is None:
             return None
         held_bytes += footprint
-    return size <= memory - held_bytes
+    return size_bytes <= memory_bytes - held_bytes
 
 
 def build_candidates(
