@@ -54,4 +54,4 @@ cp "$built" "$binary.tmp"
 mv "$binary.tmp" "$binary"
 "$binary" --version >/dev/null 2>&1 || log "warning: '$binary --version' did not exit 0"
 log "cached $binary"
-rm -rf "$work/cmake-build"
+rm -rf "$work"  # sources and objects: only the binary is kept

@@ -13,6 +13,8 @@ from live_checks import LiveCapture, load_value, reply_usage
 
 from pharos.engine import Kind, Residency, Signal
 
+pytestmark = pytest.mark.live
+
 ENGINES = ["llamacpp", "vllm"]
 
 EXPECTED_VERSION = {"llamacpp": "b11312", "vllm": "v0.32.0"}

@@ -13,6 +13,8 @@ from live_router import RouterCapture
 from pharos.engine import RECIPES, WHOLE_BACKEND, Kind, Residency
 from pharos.engine.router_mode import llamacpp_router_residency
 
+pytestmark = pytest.mark.live
+
 Router = tuple[RunningEngine, RouterCapture]
 
 EXPECTED = {

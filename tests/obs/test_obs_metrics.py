@@ -223,14 +223,6 @@ async def test_engine_killed_mid_stream_is_unmetered(start_router: StartRouter) 
     await assert_unmetered(router, usage_too=False)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "proxy bug: forward.py's UpstreamDied branch sets record.metered=False but never calls "
-        "on_usage, so the UsageBook does not count the request (spec §11: an engine that died "
-        "mid-stream adds to Unmetered, shown by /usage and /status)"
-    ),
-)
 async def test_engine_killed_mid_stream_counts_in_usage(start_router: StartRouter) -> None:
     engine = FakeOllama(sleep=no_sleep)
     router = await start_router([BackendSpecYaml(engine, "ollama")], keys=[ADMIN, USER])
