@@ -266,7 +266,8 @@ class Forwarder:
             lease.release(no_usage(status, ttft_s, self._clock.now() - sent_s, died_mid_reply=True))
             record.decide("upstream", "died_mid_reply")
             record.metered = False
-            self._on_usage(record.key, parsed.model, None, None, None)  # unmetered, never 0
+            if record.model is not None:  # unmetered, never 0 tokens
+                self._on_usage(record.key, record.model, None, None, None)
             cut_client(request)
             return response
         except (asyncio.CancelledError, ConnectionError, aiohttp.ClientConnectionResetError) as exc:
