@@ -54,10 +54,16 @@ from pharos.engine import Kind, resolve, scrape
 LIVE_DIR = Path(__file__).parent
 
 
+LIVE_TEST_TIMEOUT_S = 1200
+"""Engines start inside session fixtures (vLLM takes ~2 min on 2 cores) and count against
+the first test's timeout; the suite-wide 120 s would fail them, not a hang."""
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         if LIVE_DIR in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.live)
+            item.add_marker(pytest.mark.timeout(LIVE_TEST_TIMEOUT_S))
 
 
 def selected(engine: str) -> bool:
@@ -198,14 +204,3 @@ async def _capture_router(engine: RunningEngine, root: Path) -> RouterCapture:
             "host": f"{platform.system()}/{platform.machine()}",
         }
         return await capture_router(session, engine.base_url, root, version, meta, observe)
-
-
-LIVE_TEST_TIMEOUT_S = 1200
-"""Engines start inside session fixtures (vLLM takes ~2 min on 2 cores) and count against
-the first test's timeout; the suite-wide 120 s would fail them, not a hang."""
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("live") is not None:
-            item.add_marker(pytest.mark.timeout(LIVE_TEST_TIMEOUT_S))
