@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
@@ -163,6 +164,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         status: int = run(args)
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:  # `pharos doctor --json | head`: the reader left, not an error of ours
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     return status
 
 
