@@ -19,7 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-QWEN = "qwen2.5-0.5b"  # the served name in every llama.cpp, llama-swap, vLLM, SGLang capture
+QWEN = "qwen2.5-0.5b"  # the served name in every shared llama.cpp, llama-swap, vLLM, SGLang capture
+SMOL = "smollm2"  # the served name in our own recordings (tests/captures/): SmolLM2-135M
+GEMMA = "gemma3"  # the second model of our llama.cpp router-mode recording
 OLLAMA_QWEN = "qwen2.5:0.5b"
 MLX_QWEN = "mlx-community/Qwen2.5-0.5B-Instruct-4bit"
 
@@ -46,7 +48,13 @@ EXPECTED: Mapping[str, Mapping[str, object]] = {
     "llamacpp/b7139": {"llamacpp-props-version": "b7139-923ae3c61"},
     "llamacpp/b8772": {"llamacpp-props-version": "b8772-bafae2765"},
     "llamacpp/v0.5.0": {"llamacpp-props-version": "b11146-7fe450e19"},
-    "llamacpp//idle": {"llamacpp-running": {"": 0}, "llamacpp-slots-running": {"": 0}},
+    # ours (tests/captures/engines/llamacpp/b11312): --alias smollm2 -np 2, complete states
+    "llamacpp/b11312": {"llamacpp-props-version": "b11312-0c1e570", "openai-models": (SMOL,)},
+    "llamacpp//idle": {
+        "llamacpp-running": {"": 0},
+        "llamacpp-waiting": {"": 0},  # seen on b11312; shared idle copies lack /metrics or guard
+        "llamacpp-slots-running": {"": 0},
+    },
     "llamacpp//loaded": {
         "llamacpp-running": {"": 0},
         "llamacpp-waiting": {"": 0},
@@ -54,7 +62,7 @@ EXPECTED: Mapping[str, Mapping[str, object]] = {
     },
     "llamacpp//busy": {
         "llamacpp-running": {"": 2},
-        "llamacpp-waiting": {"": 2},  # b8772, v0.5.0; b6602/b7139 read 0 here: guarded out
+        "llamacpp-waiting": {"": 2},  # b8772, v0.5.0, b11312; b6602/b7139 read 0: guarded out
         "llamacpp-slots-running": {"": 2},
     },
     "llamacpp//saturated": {
@@ -67,6 +75,27 @@ EXPECTED: Mapping[str, Mapping[str, object]] = {
         "llamacpp-waiting": {"": 0},
         "llamacpp-slots-running": {"": 0},
     },
+    "llamacpp/b11312/prefix": {  # after the shared-prefix requests finished
+        "llamacpp-running": {"": 0},
+        "llamacpp-waiting": {"": 0},
+        "llamacpp-slots-running": {"": 0},
+    },
+    # --- llama.cpp router mode, ours (tests/captures/llamacpp-router/b11312, --models-max 1).
+    # The router's own /props has build_info but no total_slots (capacity unknown); its bare
+    # /metrics and /slots answer 400 "model name is missing" (bodies kept: they read nothing).
+    "llamacpp-router/b11312": {
+        "llamacpp-props-version": "b11312-0c1e570",
+        "openai-models": (GEMMA, SMOL),
+    },
+    "llamacpp-router/b11312/idle": {"llamacpp-router-residency": {GEMMA: "cold", SMOL: "cold"}},
+    "llamacpp-router/b11312/loading": {
+        "llamacpp-router-residency": {GEMMA: "cold", SMOL: "loading"}
+    },
+    "llamacpp-router/b11312/loaded": {"llamacpp-router-residency": {GEMMA: "cold", SMOL: "loaded"}},
+    "llamacpp-router/b11312/swapped": {
+        "llamacpp-router-residency": {GEMMA: "loaded", SMOL: "cold"}
+    },
+    "llamacpp-router/b11312/unloaded": {"llamacpp-router-residency": {GEMMA: "cold", SMOL: "cold"}},
     # --- mlx-lm: /v1/models only (generic openai recipe)
     "mlx-lm/": {"openai-models": (MLX_QWEN,)},
     # --- Ollama: /api/version, /api/ps (size_vram 0 on CPU is a real 0), /api/tags, engine.log
@@ -89,5 +118,37 @@ EXPECTED: Mapping[str, Mapping[str, object]] = {
         "vllm-running": {QWEN: 2},
         "vllm-waiting": {QWEN: 2},
         "vllm-kv-cache-usage-perc": {QWEN: 0.0014662756598240456},
+    },
+    # ours (tests/captures/engines/vllm/v0.32.0): --served-model-name smollm2 --max-num-seqs 2
+    "vllm/v0.32.0": {"vllm-version": "0.32.0", "openai-models": (SMOL,)},
+    "vllm/v0.32.0/idle": {
+        "vllm-running": {SMOL: 0},
+        "vllm-waiting": {SMOL: 0},
+        "vllm-kv-cache-usage-perc": {SMOL: 0.0},
+    },
+    "vllm/v0.32.0/loaded": {
+        "vllm-running": {SMOL: 0},
+        "vllm-waiting": {SMOL: 0},
+        "vllm-kv-cache-usage-perc": {SMOL: 0.0},
+    },
+    "vllm/v0.32.0/busy": {
+        "vllm-running": {SMOL: 2},
+        "vllm-waiting": {SMOL: 2},
+        "vllm-kv-cache-usage-perc": {SMOL: 0.0027510316368638543},
+    },
+    "vllm/v0.32.0/saturated": {
+        "vllm-running": {SMOL: 2},
+        "vllm-waiting": {SMOL: 6},
+        "vllm-kv-cache-usage-perc": {SMOL: 0.0027510316368638543},
+    },
+    "vllm/v0.32.0/cancelled": {
+        "vllm-running": {SMOL: 0},
+        "vllm-waiting": {SMOL: 0},
+        "vllm-kv-cache-usage-perc": {SMOL: 0.0},
+    },
+    "vllm/v0.32.0/prefix": {
+        "vllm-running": {SMOL: 0},
+        "vllm-waiting": {SMOL: 0},
+        "vllm-kv-cache-usage-perc": {SMOL: 0.0},
     },
 }

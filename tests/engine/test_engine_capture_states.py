@@ -1,10 +1,16 @@
-"""Detection and resolve on whole engine states assembled from capture files.
+"""Detection, resolve and scrape on whole engine states from capture files.
 
-The copies are incomplete (MANIFEST.md): a missing body is not a 404. Each state
-below names where every body comes from; statuses come from that version's
-paths.tsv (a body that exists in one state of a version is the same in every
-state of it: version, props, api_tags). Paths a state doesn't script answer 500
-and are recorded, and the test asserts none was asked for.
+Shared captures: the copies are incomplete (MANIFEST.md): a missing body is not a
+404. Each shared state below names where every body comes from; statuses come from
+that version's paths.tsv (a body that exists in one state of a version is the same
+in every state of it: version, props, api_tags).
+
+Our own recordings (tests/captures/, `pharos doctor --record` / tests/live) are
+complete: every state has its paths.tsv and a body for every path that answered,
+so each state is served exactly as recorded.
+
+Paths a state doesn't script answer 500 and are recorded; the tests assert none was
+asked for.
 """
 
 from __future__ import annotations
@@ -17,11 +23,21 @@ import aiohttp
 import pytest
 from engine_server import NO_ANSWER, Reply, serve
 
-from pharos.engine import BackendUnreachable, DetectionFailed, Kind, Residency, detect, resolve
-from pharos.engine.captures import shared_captures
+from pharos.engine import (
+    BackendUnreachable,
+    DetectionFailed,
+    Kind,
+    Load,
+    Residency,
+    detect,
+    resolve,
+    scrape,
+)
+from pharos.engine.captures import REPO_ROOT, body_name, shared_captures
 
 ROOT = shared_captures() / "engines"
-pytestmark = pytest.mark.skipif(not ROOT.is_dir(), reason="no captures (set PHAROS_CAPTURES)")
+OURS = REPO_ROOT / "tests" / "captures"
+needs_shared = pytest.mark.skipif(not ROOT.is_dir(), reason="no captures (set PHAROS_CAPTURES)")
 
 
 def tsv(rel: str) -> dict[str, Reply]:
@@ -214,6 +230,7 @@ STATES = [
 ]
 
 
+@needs_shared
 @pytest.mark.parametrize("state", STATES, ids=[s.name for s in STATES])
 async def test_detect_and_resolve_capture_state(state: State) -> None:
     assert all((ROOT / rel).is_file() for rel in state.bodies.values())
@@ -234,6 +251,7 @@ async def test_detect_and_resolve_capture_state(state: State) -> None:
         assert snap.models is not None and snap.models[model].state is residency
 
 
+@needs_shared
 async def test_resolve_llamacpp_while_loading_is_unreachable() -> None:
     state = next(s for s in STATES if s.name == "llamacpp/v0.5.0/loading")
     async with serve(state.routes()) as engine, aiohttp.ClientSession() as session:
@@ -241,6 +259,7 @@ async def test_resolve_llamacpp_while_loading_is_unreachable() -> None:
             await resolve(session, engine.base_url, Kind.LLAMACPP)
 
 
+@needs_shared
 async def test_resolve_saturated_b6602_keeps_what_answered() -> None:
     state = next(s for s in STATES if s.name == "llamacpp/b6602/saturated")
     async with serve(state.routes()) as engine, aiohttp.ClientSession() as session:
@@ -254,3 +273,192 @@ async def test_resolve_saturated_b6602_keeps_what_answered() -> None:
 def test_states_cover_every_engine_with_a_capture() -> None:
     engines = {Path(s.name).parts[0] for s in STATES}
     assert engines >= {"llama-swap", "ollama", "llamacpp", "mlx-lm", "sglang"}
+
+
+# --- our own complete recordings (tests/captures/) ---
+
+
+def recorded(state_dir: Path) -> dict[str, Reply]:
+    """One recorded state served as it answered: every paths.tsv status with its own body.
+
+    The router's per-model `?model=...&autoload=false` lines are left out: no probe asks
+    them and the scripted server routes on the path alone.
+    """
+    routes: dict[str, Reply] = {}
+    for line in (state_dir / "paths.tsv").read_text().splitlines():
+        path, status, content_type = line.split("\t")
+        if "?" in path:
+            continue
+        if status == "000":
+            routes[path] = NO_ANSWER
+            continue
+        file = state_dir / body_name(path)
+        assert status == "404" or file.is_file(), f"complete capture lacks {file}"
+        body = file.read_bytes() if file.is_file() else b""
+        mime = content_type.split(";")[0].strip()
+        routes[path] = Reply(int(status), body, "application/octet-stream" if mime == "-" else mime)
+    return routes
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """What one recorded state must resolve to (values read off the capture files)."""
+
+    name: str  # <dir under tests/captures>/<state>
+    kind: Kind
+    version: str
+    active: tuple[str, ...]  # probe names, plan order
+    dropped: Mapping[str, str]  # probe name -> reason
+    models: Mapping[str, Residency]
+    loads: Mapping[str, Load]
+
+
+SMOL, GEMMA = "smollm2", "gemma3"
+LLAMACPP_ACTIVE = (
+    "llamacpp-props-version",
+    "openai-models",
+    "llamacpp-props-capacity",
+    "llamacpp-running",
+    "llamacpp-waiting",  # b11312 >= b8772: the guard passes
+)
+LLAMACPP_DROPPED = {
+    "llamacpp-router-residency": "no value",  # single-model /v1/models has no status field
+    "llamacpp-slots-running": "redundant",  # /metrics already gave running
+}
+VLLM_ACTIVE = (
+    "vllm-version",
+    "openai-models",
+    "vllm-running",
+    "vllm-waiting",
+    "vllm-kv-cache-usage-perc",
+)
+ROUTER_ACTIVE = ("llamacpp-props-version", "openai-models", "llamacpp-router-residency")
+ROUTER_DROPPED = {
+    "llamacpp-props-capacity": "no value",  # the router's /props has no total_slots
+    "llamacpp-running": "status 400",  # bare /metrics: "model name is missing from the request"
+    "llamacpp-waiting": "status 400",
+    "llamacpp-slots-running": "status 400",  # bare /slots: the same 400
+}
+LLAMACPP_LOADS = {  # /metrics requests_processing, requests_deferred; /props total_slots
+    "idle": (0, 0),
+    "loaded": (0, 0),
+    "busy": (2, 2),  # 4 requests on 2 slots
+    "saturated": (2, 6),  # 8 requests on 2 slots
+    "cancelled": (0, 0),
+    "prefix": (0, 0),
+}
+VLLM_LOADS = {  # vllm:num_requests_running, _waiting, kv_cache_usage_perc for smollm2
+    "idle": (0, 0, 0.0),
+    "loaded": (0, 0, 0.0),
+    "busy": (2, 2, 0.0027510316368638543),
+    "saturated": (2, 6, 0.0027510316368638543),
+    "cancelled": (0, 0, 0.0),
+    "prefix": (0, 0, 0.0),
+}
+ROUTER_RESIDENCY = {  # /v1/models status.value per model (unloaded = cold)
+    "idle": (Residency.COLD, Residency.COLD),
+    "loading": (Residency.LOADING, Residency.COLD),
+    "loaded": (Residency.LOADED, Residency.COLD),
+    "swapped": (Residency.COLD, Residency.LOADED),  # --models-max 1: gemma3 evicted smollm2
+    "unloaded": (Residency.COLD, Residency.COLD),
+}
+
+RECORDED = [
+    *(
+        Recorded(
+            f"engines/llamacpp/b11312/{state}",
+            Kind.LLAMACPP,
+            "b11312-0c1e570",
+            LLAMACPP_ACTIVE,
+            LLAMACPP_DROPPED,
+            {SMOL: Residency.UNKNOWN},  # no probe of a single-model llama-server reads residency
+            {"": Load(running=running, waiting=waiting, capacity=2)},
+        )
+        for state, (running, waiting) in LLAMACPP_LOADS.items()
+    ),
+    *(
+        Recorded(
+            f"engines/vllm/v0.32.0/{state}",
+            Kind.VLLM,
+            "0.32.0",
+            VLLM_ACTIVE,
+            {},
+            {SMOL: Residency.UNKNOWN},
+            {SMOL: Load(running=running, waiting=waiting, kv_usage=kv)},  # capacity: unknown
+        )
+        for state, (running, waiting, kv) in VLLM_LOADS.items()
+    ),
+    *(
+        Recorded(
+            f"llamacpp-router/b11312/{state}",
+            Kind.LLAMACPP,
+            "b11312-0c1e570",
+            ROUTER_ACTIVE,
+            ROUTER_DROPPED,
+            {SMOL: smollm2, GEMMA: gemma3},  # one target per model
+            {},  # no load signal: the bare router paths answer 400
+        )
+        for state, (smollm2, gemma3) in ROUTER_RESIDENCY.items()
+    ),
+]
+
+
+def test_recorded_states_are_every_state_on_disk() -> None:
+    """A state recorded later must get a row here (its values are read off its files)."""
+    on_disk = {
+        f"{rel}/{d.name}"
+        for rel in ("engines/llamacpp/b11312", "engines/vllm/v0.32.0", "llamacpp-router/b11312")
+        for d in (OURS / rel).iterdir()
+        if (d / "paths.tsv").is_file()
+    }
+    assert on_disk == {r.name for r in RECORDED}
+
+
+@pytest.mark.parametrize("want", RECORDED, ids=[r.name for r in RECORDED])
+async def test_recorded_state_detects_and_resolves(want: Recorded) -> None:
+    async with serve(recorded(OURS / want.name)) as engine, aiohttp.ClientSession() as session:
+        assert await detect(session, engine.base_url, timeout_s=2.0) is want.kind
+        plan, snap = await resolve(session, engine.base_url, Kind.AUTO, timeout_s=2.0)
+        assert engine.unexpected == []
+    assert plan.kind is want.kind
+    assert plan.version == snap.version == want.version
+    assert tuple(p.name for p in plan.active) == want.active
+    assert dict(plan.dropped) == want.dropped
+    assert not plan.incomplete  # nothing dropped for a reason that may pass
+    assert snap.models is not None
+    assert {name: info.state for name, info in snap.models.items()} == want.models
+    assert dict(snap.loads) == want.loads
+
+
+RECORDED_ENGINES = ["engines/llamacpp/b11312", "engines/vllm/v0.32.0", "llamacpp-router/b11312"]
+
+
+@pytest.mark.parametrize("engine_dir", RECORDED_ENGINES)
+async def test_plan_resolved_in_one_state_scrapes_every_other(engine_dir: str) -> None:
+    """The plan resolved on the first recorded state reads every later state in full
+    rounds, with nothing failed (so no re-resolve), exactly as resolve would read it."""
+    states = [r for r in RECORDED if r.name.startswith(engine_dir + "/")]
+    async with aiohttp.ClientSession() as session:
+        async with serve(recorded(OURS / states[0].name)) as engine:
+            plan, _ = await resolve(session, engine.base_url, Kind.AUTO, timeout_s=2.0)
+        for want in states[1:]:
+            async with serve(recorded(OURS / want.name)) as engine:
+                result = await scrape(plan, session, engine.base_url, timeout_s=2.0)
+                assert engine.unexpected == []
+            assert dict(result.failed) == {}, want.name
+            assert not result.needs_resolve, want.name
+            snap = result.snapshot
+            assert snap.models is not None
+            assert {n: i.state for n, i in snap.models.items()} == want.models, want.name
+            assert dict(snap.loads) == want.loads, want.name
+
+
+async def test_fast_round_on_saturated_llamacpp_reads_only_load_signals() -> None:
+    async with aiohttp.ClientSession() as session:
+        async with serve(recorded(OURS / "engines/llamacpp/b11312/idle")) as engine:
+            plan, _ = await resolve(session, engine.base_url, Kind.LLAMACPP, timeout_s=2.0)
+        async with serve(recorded(OURS / "engines/llamacpp/b11312/saturated")) as engine:
+            result = await scrape(plan, session, engine.base_url, fast_only=True, timeout_s=2.0)
+            assert dict(engine.hits) == {"/metrics": 1}  # running + waiting share one GET
+    assert dict(result.snapshot.loads) == {"": Load(running=2, waiting=6)}
+    assert result.snapshot.models is None and result.snapshot.version is None

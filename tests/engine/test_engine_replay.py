@@ -1,17 +1,26 @@
 """Layer-2 replay: every library probe on every capture body of its path (spec §14).
 
-Capture dirs are found by walking $PHAROS_CAPTURES/engines and tests/captures/engines,
-so a version directory added later is replayed with no code change. Expected values
-are in expectations.py.
+Capture dirs are found by walking $PHAROS_CAPTURES/engines, tests/captures/engines and
+tests/captures (a version directory is one holding a meta.yaml), so a version recorded
+later is replayed with no code change. Expected values are in expectations.py.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from expectations import EXPECTED
 
 from pharos.engine import LIBRARY, Probe, ProbeError
-from pharos.engine.captures import VersionDir, expected, observed, version_dirs
+from pharos.engine.captures import (
+    REPO_ROOT,
+    VersionDir,
+    engine_roots,
+    expected,
+    observed,
+    version_dirs,
+)
 from pharos.engine.snapshots import known
 from pharos.engine.support import reported_version
 
@@ -114,3 +123,40 @@ def test_replay_covers_every_http_probe_and_engine() -> None:
         "llamacpp-slots-running",
     }
     assert {vd.engine for vd in DIRS} >= {"ollama", "llamacpp", "llama-swap", "vllm", "sglang"}
+
+
+def _version_dir(path: Path, *states: str) -> None:
+    path.mkdir(parents=True)
+    (path / "meta.yaml").write_text("engine: x\n")
+    for state in states:
+        (path / state).mkdir()
+        (path / state / "v1_models").write_text('{"data":[]}')
+
+
+def test_walker_reads_both_layouts_and_no_engine_named_engines(tmp_path: Path) -> None:
+    ours, shared = tmp_path / "repo" / "tests" / "captures", tmp_path / "shared"
+    _version_dir(shared / "engines" / "vllm" / "v0.30.0", "busy")
+    _version_dir(ours / "engines" / "llamacpp" / "b11312", "idle", "streams")
+    _version_dir(ours / "llamacpp-router" / "b11312", "loaded")
+    (ours / "notes" / "draft").mkdir(parents=True)  # no meta.yaml: not a capture
+    roots = engine_roots(ours=ours, shared=shared)
+    assert roots == [shared / "engines", ours / "engines", ours]
+    found = version_dirs(roots)
+    assert [(vd.engine, vd.version) for vd in found] == [
+        ("vllm", "v0.30.0"),
+        ("llamacpp", "b11312"),
+        ("llamacpp-router", "b11312"),
+    ]
+    assert found[1].states == ("idle",)  # streams/ is not a state
+    assert found[1].path == ours / "engines" / "llamacpp" / "b11312"
+    assert engine_roots(ours=tmp_path / "none", shared=tmp_path / "none") == []
+
+
+def test_walker_finds_our_recordings_in_the_tree() -> None:
+    ours = REPO_ROOT / "tests" / "captures"
+    found = {(vd.engine, vd.version): vd.path for vd in DIRS}
+    assert found[("llamacpp", "b11312")] == ours / "engines" / "llamacpp" / "b11312"
+    assert found[("vllm", "v0.32.0")] == ours / "engines" / "vllm" / "v0.32.0"
+    assert found[("llamacpp-router", "b11312")] == ours / "llamacpp-router" / "b11312"
+    assert "engines" not in {vd.engine for vd in DIRS}
+    assert len(found) == len(DIRS), "one engine/version found twice"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pharos.engine.captures import version_dirs
-from pharos.engine.support import SUPPORT_MD, cells, generate, load_tables
+from pharos.engine.support import SUPPORT_MD, cells, generate, load_tables, render
 from pharos.engine.types import Signal
 
 
@@ -34,3 +34,55 @@ def test_cells_follow_guards_fixtures_and_live_proofs() -> None:
     assert rows[("llama-swap", "v185")][Signal.VERSION] == "`llamaswap-version` (fixture)"
     assert rows[("ollama", "v0.34.4")][Signal.CAPACITY] == "`ollama-log-num-parallel` (fixture)"
     assert rows[("vllm", "v0.30.0")][Signal.CAPACITY] == "unknown"
+    # our own recordings: live proofs, with the probe each one credits
+    assert rows[("llamacpp", "b11312")][Signal.CAPACITY] == "`llamacpp-props-capacity` (fixture)"
+    assert rows[("vllm", "v0.32.0")][Signal.KV_USAGE] == "`vllm-kv-cache-usage-perc` (fixture)"
+    assert rows[("vllm", "v0.32.0")][Signal.CAPACITY] == "unknown"  # vLLM reports none
+    router = rows[("llamacpp-router", "b11312")]
+    assert router[Signal.RESIDENCY] == "`llamacpp-router-residency` (fixture)"
+    # the router's own /props has no total_slots and its bare /metrics, /slots answer 400
+    assert [router[s] for s in (Signal.CAPACITY, Signal.RUNNING, Signal.WAITING)] == ["unknown"] * 3
+
+
+def test_every_generated_cell_names_a_probe_or_says_unknown() -> None:
+    table, live = load_tables()
+    dirs = version_dirs()
+    if not dirs:
+        pytest.skip("no captures")
+    rows = cells(table, live, dirs)
+    for key in live:
+        engine, version, signal = key
+        assert rows[(engine, version)][Signal(signal)].endswith("` (live)"), key
+    for row in rows.values():
+        for cell in row.values():
+            assert cell == "unknown" or cell.startswith("`"), cell
+
+
+def test_a_live_proof_must_credit_a_probe_of_the_recipe() -> None:
+    table, _ = load_tables()
+    dirs = [vd for vd in version_dirs() if vd.engine == "vllm"]
+    if not dirs:
+        pytest.skip("no captures")
+    # no capture names a vLLM capacity probe, so a bare "live" cannot say which probe read it
+    with pytest.raises(ValueError, match="names no probe"):
+        cells(table, {("vllm", "v0.32.0", "capacity"): "live"}, dirs)
+    with pytest.raises(ValueError, match="not in the recipe"):
+        cells(table, {("vllm", "v0.32.0", "running"): "llamacpp-running"}, dirs)
+
+
+def test_rendered_table_explains_columns_and_shows_reported_versions() -> None:
+    table, live = load_tables()
+    dirs = version_dirs()
+    if not dirs:
+        pytest.skip("no captures")
+    text = render(table, live, dirs)
+    for signal in Signal:
+        assert f"- **{signal.value}**:" in text
+    assert "| llamacpp | v0.5.0 | `b11146-7fe450e19` |" in text
+    assert "| vllm | v0.32.0 | `0.32.0` |" in text
+    header = next(line for line in text.splitlines() if line.startswith("| engine |"))
+    columns = header.count("|") - 1
+    for line in text.splitlines():
+        if line.startswith("| ") and not line.startswith("| engine"):
+            cells_of_line = [c.strip() for c in line.strip("|").split("|")]
+            assert len(cells_of_line) == columns and all(cells_of_line), line

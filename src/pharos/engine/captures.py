@@ -1,8 +1,11 @@
 """Reading recorded engine captures (spec §14 layer 2), for replay tests and SUPPORT.md.
 
-Layout: `<root>/<engine>/<version>/<state>/<path with / as _>` plus `paths.tsv`,
-`engine.log`, `meta.yaml`. Copies can be incomplete: a missing body is not a 404.
-Tools and tests only; never used on the event loop.
+Layout: `<root>/<engine>/<version>/<state>/<body file>` plus `paths.tsv`, `engine.log`
+and `meta.yaml`; body files are named as the recorder names them (`/api/ps` ->
+`api_ps`). A version directory is one that holds a `meta.yaml` (every shared and
+recorded capture has one), so other folders under a root are never read as engines.
+Copies can be incomplete: a missing body is not a 404. Tools and tests only; never
+used on the event loop.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from pharos.engine.record import META_FILE, body_file_name
 from pharos.engine.types import Kind, Probe, Signal, Snapshot
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -24,6 +28,8 @@ ENGINE_KINDS: Mapping[str, Kind] = {
     "sglang": Kind.SGLANG,
 }
 NOT_STATES = frozenset({"streams"})
+NESTED_ROOT = "engines"
+"""`tests/captures/engines/<engine>/...`: a folder of engines, never an engine itself."""
 
 
 def shared_captures() -> Path:
@@ -32,13 +38,15 @@ def shared_captures() -> Path:
     return Path(env) if env else REPO_ROOT.parent / "shared" / "captures"
 
 
-def engine_roots() -> list[Path]:
+def engine_roots(ours: Path | None = None, shared: Path | None = None) -> list[Path]:
     """The shared captures and our own live recordings, when present.
 
-    Ours live in tests/captures/<engine>/... or tests/captures/engines/<engine>/...
+    Ours live in tests/captures/<engine>/<version>/ (llamacpp-router) or
+    tests/captures/engines/<engine>/<version>/ (what `pharos doctor --record` writes).
     """
-    ours = REPO_ROOT / "tests" / "captures"
-    roots = [shared_captures() / "engines", ours / "engines", ours]
+    ours = REPO_ROOT / "tests" / "captures" if ours is None else ours
+    shared = shared_captures() if shared is None else shared
+    roots = [shared / NESTED_ROOT, ours / NESTED_ROOT, ours]
     return [root for root in roots if root.is_dir()]
 
 
@@ -48,8 +56,8 @@ def kind_of(engine: str) -> Kind:
 
 
 def body_name(path: str) -> str:
-    """`/api/ps` -> `api_ps`."""
-    return path.lstrip("/").replace("/", "_")
+    """`/api/ps` -> `api_ps`, `/props?model=a` -> `props_model=a`: the recorder's naming."""
+    return body_file_name(path)
 
 
 @dataclass(frozen=True)
@@ -77,8 +85,8 @@ def version_dirs(roots: list[Path] | None = None) -> list[VersionDir]:
     """Every <engine>/<version> directory under the roots, found by walking."""
     found: list[VersionDir] = []
     for root in engine_roots() if roots is None else roots:
-        for engine in sorted(d for d in root.iterdir() if d.is_dir() and d.name != "engines"):
-            for version in sorted(d for d in engine.iterdir() if d.is_dir()):
+        for engine in sorted(d for d in root.iterdir() if d.is_dir() and d.name != NESTED_ROOT):
+            for version in sorted(d for d in engine.iterdir() if (d / META_FILE).is_file()):
                 found.append(VersionDir(engine.name, version.name, version))
     return found
 
