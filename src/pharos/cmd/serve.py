@@ -344,7 +344,10 @@ async def write_state_periodically(
         return
     while True:
         await asyncio.sleep(interval_s)
-        await save_state_file(pharos, path)
+        try:
+            await save_state_file(pharos, path)
+        except Exception:  # a bug here must not end the writer for the process's lifetime
+            log.exception("state file write failed; trying again in %.0fs", interval_s)
 
 
 # ---- hot reload (§10) --------------------------------------------------------------------
@@ -383,7 +386,11 @@ async def watch_config(
     last_mtime_ns = _mtime_ns(path)
     while True:
         await asyncio.sleep(interval_s)
-        last_mtime_ns = await reload_if_changed(pharos, path, last_mtime_ns)
+        try:
+            last_mtime_ns = await reload_if_changed(pharos, path, last_mtime_ns)
+        except Exception:  # a bug here must not end the watcher; the running config stays
+            log.exception("config reload failed; the running config stays")
+            last_mtime_ns = _mtime_ns(path)
 
 
 def _mtime_ns(path: Path) -> int | None:

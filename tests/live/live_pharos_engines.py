@@ -1,0 +1,61 @@
+"""Real engines for the Pharos and doctor live tests: single-thread llama-servers and vLLM.
+
+Two llama-servers share the machine's 2 cores, so each gets one thread (`-t 1`). They start
+in about a second, which is why each test gets fresh ones: a test that asserts what an
+engine cached must not inherit another test's cache, and the kill test may kill one.
+"""
+
+from __future__ import annotations
+
+import urllib.request
+from pathlib import Path
+
+from live_capture import LLAMACPP_GAUGE
+from live_engines import (
+    SERVED_MODEL,
+    SLOTS,
+    RunningEngine,
+    _start,
+    free_port,
+    llama_server_binary,
+    require,
+    smollm2_gguf,
+    wait_healthy,
+)
+
+from pharos.engine.types import Kind
+
+LLAMACPP_THREADS = 1
+
+
+def start_llamacpp_single_thread(name: str, log_dir: Path) -> RunningEngine:
+    """llama-server b11312 serving SmolLM2 as `smollm2`: -np 2 -c 4096 -t 1, on 127.0.0.1."""
+    require([llama_server_binary()], "install-llamacpp.sh")
+    require([smollm2_gguf()], "fetch-models.sh")
+    port = free_port()
+    argv = (
+        str(llama_server_binary()),
+        "-m", str(smollm2_gguf()),
+        "--alias", SERVED_MODEL,
+        "--metrics", "--slots",
+        "-np", str(SLOTS), "-c", "4096", "-t", str(LLAMACPP_THREADS),
+        "--no-webui",
+        "--host", "127.0.0.1", "--port", str(port),
+    )  # fmt: skip
+    engine = _start(name, Kind.LLAMACPP, argv, port, log_dir)
+    try:
+        wait_healthy(engine, timeout_s=120)
+    except BaseException:
+        engine.stop()
+        raise
+    return engine
+
+
+def llamacpp_processing(engine: RunningEngine, timeout_s: float = 10.0) -> float | None:
+    """The engine's own count of requests in progress (its /metrics), read without Pharos.
+
+    Sync I/O: call it through asyncio.to_thread from a test's event loop."""
+    with urllib.request.urlopen(engine.base_url + LLAMACPP_GAUGE.path, timeout=timeout_s) as reply:
+        body: bytes = reply.read()
+    running, _ = LLAMACPP_GAUGE.read(body)
+    return running
