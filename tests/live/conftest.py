@@ -204,3 +204,55 @@ async def _capture_router(engine: RunningEngine, root: Path) -> RouterCapture:
             "host": f"{platform.system()}/{platform.machine()}",
         }
         return await capture_router(session, engine.base_url, root, version, meta, observe)
+
+
+# ---- running engines for the Pharos and doctor live tests (test_live_pharos/doctor.py) ----
+
+
+def _uses_vllm_capture(item: pytest.Item) -> bool:
+    callspec = getattr(item, "callspec", None)
+    params = callspec.params.values() if callspec is not None else ()
+    return "vllm" in getattr(item, "fixturenames", ()) or "vllm" in params
+
+
+@pytest.fixture(scope="session")
+def vllm_engine(request: pytest.FixtureRequest, engine_logs: Path) -> Iterator[RunningEngine]:
+    """One vLLM kept running for the session (it takes minutes to start on 2 cores).
+
+    When this session also runs the `vllm` capture, that capture (which starts and stops
+    its own vLLM) goes first, so two vLLMs never share the cores."""
+    import contextlib
+
+    if not selected("vllm"):
+        pytest.skip("PHAROS_LIVE_ENGINES excludes vllm")
+    if any(_uses_vllm_capture(item) for item in request.session.items):
+        # A failed capture is reported by its own tests; this fixture starts its vLLM anyway.
+        with contextlib.suppress(Exception, pytest.fail.Exception, pytest.skip.Exception):
+            request.getfixturevalue("vllm")
+    try:
+        engine = start_vllm(engine_logs / "pharos")
+    except EngineMissing as missing:
+        pytest.fail(str(missing), pytrace=False)
+    try:
+        yield engine
+    finally:
+        engine.stop()
+
+
+@pytest.fixture
+def llamacpp_pair(engine_logs: Path) -> Iterator[tuple[RunningEngine, RunningEngine]]:
+    """Two fresh llama-servers (-np 2 -c 4096 -t 1), stopped after the test (~1 s to start)."""
+    from live_pharos_engines import start_llamacpp_single_thread
+
+    if not selected("llamacpp"):
+        pytest.skip("PHAROS_LIVE_ENGINES excludes llamacpp")
+    started: list[RunningEngine] = []
+    try:
+        for name in ("llamacpp-a", "llamacpp-b"):
+            started.append(start_llamacpp_single_thread(name, engine_logs / "pharos"))
+        yield started[0], started[1]
+    except EngineMissing as missing:
+        pytest.fail(str(missing), pytrace=False)
+    finally:
+        for engine in started:
+            engine.stop()

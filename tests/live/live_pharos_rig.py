@@ -29,13 +29,14 @@ LIVE_STATE = StateOptions(fast_interval_s=0.5, full_interval_s=1.0, scrape_timeo
 
 READY_TIMEOUT_S = 60.0
 WAIT_TIMEOUT_S = 120.0
-"""A 600-token prefill on one contended core takes ~12 s, and llama-server answers no
-/metrics while it runs, so a backend can be stale for that long."""
+"""Generous: a 600-token prefill on one core shared with other work takes ~12 s."""
 
 CHAT = "/v1/chat/completions"
 
 
-async def until(predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_TIMEOUT_S) -> None:
+async def until(
+    predicate: Callable[[], bool], what: str, timeout_s: float = WAIT_TIMEOUT_S
+) -> None:
     """Poll a condition (never a fixed sleep) and fail naming what did not happen."""
     deadline = time.monotonic() + timeout_s
     while not predicate():
