@@ -18,6 +18,7 @@ from cmd_replay import (
     vllm_busy_routes,
 )
 
+from pharos.cmd.doctor_report import route_served
 from pharos.cmd.main import main
 
 Serve = Callable[[Routes], str]
@@ -312,3 +313,23 @@ backends:
     assert backend["models"]["qwen2.5-0.5b"]["capacity"] == 5
     assert backend["log_feed"]["note"] == "1 matching lines had unusable values"
     assert "secret" not in json.dumps(backend)
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "served"),
+    [
+        (400, b"", True),
+        (422, b"{}", True),
+        (404, b'{"error":"not found"}', False),
+        (405, b"", False),
+        # llama-server b11312 serves /v1/messages and answers POST {} like this (live):
+        (500, b'{"error":{"code":500,"message":"\'messages\' is required"}}', True),
+        (500, b"<html>Internal Server Error</html>", None),
+        (502, b"", None),
+        (None, b"", None),
+    ],
+)
+def test_route_served_reads_status_and_error_body(
+    status: int | None, body: bytes, served: bool | None
+) -> None:
+    assert route_served(status, body) is served

@@ -125,7 +125,7 @@ def test_doctor_reports_the_coding_agent_routes(idle: tuple[Case, RunningEngine]
 def test_llamacpp_serves_messages_but_answers_an_empty_body_with_500(
     llamacpp_pair: tuple[RunningEngine, RunningEngine],
 ) -> None:
-    """The engine fact behind the xfail below: b11312 serves Anthropic's /v1/messages."""
+    """The engine fact doctor reads: b11312 serves /v1/messages, and answers POST {} with 500."""
     url = llamacpp_pair[0].base_url + "/v1/messages"
     empty = post_json(url, {})
     assert empty[0] == 500 and "'messages' is required" in empty[1], empty
@@ -140,14 +140,6 @@ def test_llamacpp_serves_messages_but_answers_an_empty_body_with_500(
     assert real[0] == 200 and '"type":"message"' in real[1], real
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "pharos.cmd.doctor_report.route_served: a 500 is 'unclear', but llama-server b11312 "
-        "answers doctor's POST {} on /v1/messages with 500 \"'messages' is required\" while "
-        "serving the route, so doctor prints 'status 500 (unclear)' for Claude Code"
-    ),
-)
 def test_doctor_sees_that_llamacpp_serves_the_claude_code_route(
     llamacpp_pair: tuple[RunningEngine, RunningEngine],
 ) -> None:

@@ -16,7 +16,14 @@ from typing import Any, TextIO
 
 import aiohttp
 
-from pharos.cmd.doctor_report import CODING_AGENT_ROUTES, BackendReport, to_json, to_text
+from pharos.cmd.doctor_report import (
+    CODING_AGENT_ROUTES,
+    BackendReport,
+    RouteCheck,
+    route_served,
+    to_json,
+    to_text,
+)
 from pharos.cmd.wiring import own_probes
 from pharos.config import ConfigError, load_config, log_feed_problem, url_problem
 from pharos.engine import (
@@ -281,18 +288,22 @@ async def _remote_models(
 
 async def _coding_agent_routes(
     session: aiohttp.ClientSession, base_url: str, timeout_s: float
-) -> dict[str, int | None]:
-    async def status_of(path: str) -> int | None:
+) -> dict[str, RouteCheck]:
+    async def check(path: str) -> RouteCheck:
         try:
             async with session.post(
                 base_url + path, json={}, timeout=aiohttp.ClientTimeout(total=timeout_s)
             ) as reply:
-                return reply.status
+                body = await reply.content.read(_ROUTE_BODY_BYTES)
+                return RouteCheck(reply.status, route_served(reply.status, body))
         except (aiohttp.ClientError, TimeoutError):
-            return None
+            return RouteCheck(None, None)
 
-    statuses = await asyncio.gather(*(status_of(path) for path in CODING_AGENT_ROUTES))
-    return dict(zip(CODING_AGENT_ROUTES, statuses, strict=True))
+    checks = await asyncio.gather(*(check(path) for path in CODING_AGENT_ROUTES))
+    return dict(zip(CODING_AGENT_ROUTES, checks, strict=True))
+
+
+_ROUTE_BODY_BYTES = 4096
 
 
 def _meta(args: argparse.Namespace, report: BackendReport) -> dict[str, str]:

@@ -10,6 +10,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+import msgspec
+
 from pharos.engine.snapshots import load_value
 from pharos.engine.types import WHOLE_BACKEND, Kind, Probe, Residency, Signal, Snapshot
 
@@ -37,7 +39,7 @@ class BackendReport:
     log_lines: int | None = None  # lines of the feed that doctor read; None = not read
     log_note: str | None = None
     remote_models: tuple[str, ...] = ()  # Ollama :cloud stubs (remote_host in /api/tags)
-    routes: Mapping[str, int | None] = field(default_factory=dict)  # path -> HTTP status or None
+    routes: Mapping[str, RouteCheck] = field(default_factory=dict)  # path -> what it answered
 
 
 def probe_source(probe: Probe) -> str:
@@ -83,13 +85,34 @@ def alias_listed(report: BackendReport, engine_name: str) -> bool | None:
     return None if report.engine_models is None else engine_name in report.engine_models
 
 
-def route_served(status: int | None) -> bool | None:
-    """A POST {} names no model: a served route answers 400 (or 422), a missing one 404."""
+@dataclass(frozen=True)
+class RouteCheck:
+    status: int | None  # None: no answer
+    served: bool | None  # None: the answer does not tell
+
+
+def route_served(status: int | None, body: bytes = b"") -> bool | None:
+    """A POST {} names no model: a served route refuses the body, a missing one answers 404.
+
+    Most engines refuse with 400 (or 422); llama-server b11312 serves /v1/messages but
+    answers an empty body with 500 and a JSON error naming the missing field (live), so a
+    5xx carrying a JSON error object counts as served too.
+    """
     if status in (400, 422):
         return True
     if status in (404, 405):
         return False
+    if status is not None and status >= 500 and _is_json_error(body):
+        return True
     return None
+
+
+def _is_json_error(body: bytes) -> bool:
+    try:
+        decoded = msgspec.json.decode(body)
+    except msgspec.DecodeError:
+        return False
+    return isinstance(decoded, dict) and "error" in decoded
 
 
 def to_json(report: BackendReport) -> dict[str, Any]:
@@ -124,8 +147,8 @@ def to_json(report: BackendReport) -> dict[str, Any]:
         },
         "remote_models": list(report.remote_models),
         "routes": {
-            path: {"status": status, "served": route_served(status)}
-            for path, status in report.routes.items()
+            path: {"status": check.status, "served": check.served}
+            for path, check in report.routes.items()
         },
         "log_feed": {"feed": report.log_feed, "lines": report.log_lines, "note": report.log_note},
     }
@@ -194,8 +217,8 @@ def _probe_line(probe: Probe, snapshot: Snapshot) -> str:
     return f"    {probe.name:<28} {probe.signal.value:<10} {value}  [{probe_source(probe)}]"
 
 
-def _route_text(path: str, status: int | None) -> str:
-    served = route_served(status)
+def _route_text(path: str, check: RouteCheck) -> str:
+    status, served = check.status, check.served
     who = CODING_AGENT_ROUTES.get(path, "")
     if served is True:
         verdict = f"answers ({status})"
@@ -281,7 +304,7 @@ def to_text(report: BackendReport) -> str:
         lines.append(f"  log feed  {report.log_feed}{read}{note}")
     if report.routes:
         lines.append("  coding-agent routes")
-        lines.extend(f"    {_route_text(path, status)}" for path, status in report.routes.items())
+        lines.extend(f"    {_route_text(path, check)}" for path, check in report.routes.items())
     found = notes(report)
     if found:
         lines.append("  notes")
