@@ -149,7 +149,8 @@ def wait_healthy(engine: RunningEngine, timeout_s: float, path: str = "/health")
     )
 
 
-def start_llamacpp(log_dir: Path) -> RunningEngine:
+def start_llamacpp(log_dir: Path, *, name: str = "llamacpp", threads: int = 2) -> RunningEngine:
+    """llama-server b11312 serving SmolLM2 as `smollm2`: -np 2 -c 4096, on 127.0.0.1."""
     require([llama_server_binary()], "install-llamacpp.sh")
     require([smollm2_gguf()], "fetch-models.sh")
     port = free_port()
@@ -158,12 +159,16 @@ def start_llamacpp(log_dir: Path) -> RunningEngine:
         "-m", str(smollm2_gguf()),
         "--alias", SERVED_MODEL,
         "--metrics", "--slots",
-        "-np", str(SLOTS), "-c", "4096", "-t", "2",
+        "-np", str(SLOTS), "-c", "4096", "-t", str(threads),
         "--no-webui",
         "--host", "127.0.0.1", "--port", str(port),
     )  # fmt: skip
-    engine = _start("llamacpp", Kind.LLAMACPP, argv, port, log_dir)
-    wait_healthy(engine, timeout_s=120)
+    engine = _start(name, Kind.LLAMACPP, argv, port, log_dir)
+    try:
+        wait_healthy(engine, timeout_s=120)
+    except BaseException:
+        engine.stop()
+        raise
     return engine
 
 

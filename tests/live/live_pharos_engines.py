@@ -11,44 +11,14 @@ import urllib.request
 from pathlib import Path
 
 from live_capture import LLAMACPP_GAUGE
-from live_engines import (
-    SERVED_MODEL,
-    SLOTS,
-    RunningEngine,
-    _start,
-    free_port,
-    llama_server_binary,
-    require,
-    smollm2_gguf,
-    wait_healthy,
-)
-
-from pharos.engine.types import Kind
+from live_engines import RunningEngine, start_llamacpp
 
 LLAMACPP_THREADS = 1
 
 
 def start_llamacpp_single_thread(name: str, log_dir: Path) -> RunningEngine:
-    """llama-server b11312 serving SmolLM2 as `smollm2`: -np 2 -c 4096 -t 1, on 127.0.0.1."""
-    require([llama_server_binary()], "install-llamacpp.sh")
-    require([smollm2_gguf()], "fetch-models.sh")
-    port = free_port()
-    argv = (
-        str(llama_server_binary()),
-        "-m", str(smollm2_gguf()),
-        "--alias", SERVED_MODEL,
-        "--metrics", "--slots",
-        "-np", str(SLOTS), "-c", "4096", "-t", str(LLAMACPP_THREADS),
-        "--no-webui",
-        "--host", "127.0.0.1", "--port", str(port),
-    )  # fmt: skip
-    engine = _start(name, Kind.LLAMACPP, argv, port, log_dir)
-    try:
-        wait_healthy(engine, timeout_s=120)
-    except BaseException:
-        engine.stop()
-        raise
-    return engine
+    """llama-server b11312 serving SmolLM2 as `smollm2` with one thread (`-t 1`)."""
+    return start_llamacpp(log_dir, name=name, threads=LLAMACPP_THREADS)
 
 
 def llamacpp_processing(engine: RunningEngine, timeout_s: float = 10.0) -> float | None:
