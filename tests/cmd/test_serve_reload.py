@@ -12,7 +12,7 @@ import aiohttp
 import pytest
 
 from pharos.cmd.runtime import Pharos, running
-from pharos.cmd.serve import reload_config, reload_if_changed
+from pharos.cmd.serve import reload_config, reload_if_changed, watch_config
 from pharos.config import load_config
 from pharos.fakeengine import FakeVLLM, no_sleep, serve
 from pharos.proxy.auth import hash_key
@@ -185,4 +185,31 @@ async def test_the_watcher_reloads_only_when_the_modification_time_moves(
     assert [key.name for key in pharos.keys.entries] == ["bob"]
     path.unlink()
     assert await reload_if_changed(pharos, path, seen) == seen  # a vanished file keeps all
+    await pharos.stop()
+
+
+async def test_the_watcher_survives_an_unexpected_error_and_keeps_watching(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "pharos.yaml"
+    path.write_text(config_text())
+    pharos = await started(path)
+    polls: list[int] = []
+
+    async def flaky_reload(*_args: object) -> int | None:
+        polls.append(len(polls))
+        if len(polls) == 1:
+            raise RuntimeError("a bug in a reload step")
+        return None
+
+    async def three_ticks(_interval_s: float) -> None:
+        if len(polls) == 3:
+            raise asyncio.CancelledError
+        await asyncio.sleep(0)
+
+    monkeypatch.setattr("pharos.cmd.serve.reload_if_changed", flaky_reload)
+    with caplog.at_level(logging.ERROR, logger="pharos"), pytest.raises(asyncio.CancelledError):
+        await watch_config(pharos, path, sleep=three_ticks)
+    assert polls == [0, 1, 2]  # the error on the first poll did not end the loop
+    assert "config reload failed" in caplog.text
     await pharos.stop()

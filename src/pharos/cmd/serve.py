@@ -18,7 +18,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 import aiohttp
@@ -338,12 +338,15 @@ async def save_state_file(pharos: Pharos, path: Path) -> bool:
 
 
 async def write_state_periodically(
-    pharos: Pharos, path: Path | None, interval_s: float = STATE_FILE_INTERVAL_S
+    pharos: Pharos,
+    path: Path | None,
+    interval_s: float = STATE_FILE_INTERVAL_S,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> None:
     if path is None:
         return
     while True:
-        await asyncio.sleep(interval_s)
+        await sleep(interval_s)
         try:
             await save_state_file(pharos, path)
         except Exception:  # a bug here must not end the writer for the process's lifetime
@@ -379,13 +382,16 @@ async def reload_if_changed(pharos: Pharos, path: Path, last_mtime_ns: int | Non
 
 
 async def watch_config(
-    pharos: Pharos, path: Path | None, interval_s: float = CONFIG_POLL_INTERVAL_S
+    pharos: Pharos,
+    path: Path | None,
+    interval_s: float = CONFIG_POLL_INTERVAL_S,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
 ) -> None:
     if path is None:
         return
     last_mtime_ns = _mtime_ns(path)
     while True:
-        await asyncio.sleep(interval_s)
+        await sleep(interval_s)
         try:
             last_mtime_ns = await reload_if_changed(pharos, path, last_mtime_ns)
         except Exception:  # a bug here must not end the watcher; the running config stays
