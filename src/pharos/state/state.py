@@ -1,42 +1,31 @@
-"""State: backends, their scrapers and log followers, and the targets the scheduler reads (§5).
+"""State: the backends, their targets and the views the scheduler reads (§5).
 
-One scraper task per backend resolves its plan, then scrapes on a jittered timer. Every round
-swaps in a new frozen `Observed` on the backend; views are derived from it on demand, with
-the staleness rule applied, so readers never wait and never see a half-written round.
+State owns which backends exist (adding, draining, restoring) and the target registry; the
+scraper (`scraper.py`) runs each backend's rounds and log follower. Every round swaps in a new
+frozen `Observed` on the backend; views are derived from it on demand, with the staleness rule
+applied, so readers never wait and never see a half-written round.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import random
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import replace
+from collections.abc import Callable, Iterable, Sequence
 
 import aiohttp
 
 from pharos.clock import Clock
-from pharos.engine import Plan, ScrapeResult, apply_aliases, follow_line, resolve, scrape
-from pharos.engine.types import Residency, Snapshot
+from pharos.engine.types import Residency
 from pharos.state.derive import target_view
-from pharos.state.logfollow import FollowLineFn, LogFeedOpener, LogFollower, SleepFn
+from pharos.state.logfollow import FollowLineFn, LogFeedOpener, SleepFn
 from pharos.state.records import BackendRuntime, TargetRecord
 from pharos.state.registry import TargetRegistry
-from pharos.state.rounds import apply_round, records_of
+from pharos.state.rounds import records_of
+from pharos.state.scraper import AliasFn, ResolveFn, ScrapeFn, Scraper, detach_tasks, eject_backend
 from pharos.state.spec import BackendSpec, BackendStatus, StateOptions, StatRecord
 from pharos.state.status import backend_status
 from pharos.state.view import TargetView
-
-log = logging.getLogger("pharos.state")
-
-ResolveFn = Callable[..., Awaitable[tuple[Plan, Snapshot]]]
-ScrapeFn = Callable[..., Awaitable[ScrapeResult]]
-AliasFn = Callable[[Snapshot, Mapping[str, str]], Snapshot]
-
-
-def _plan_identity(plan: Plan) -> tuple[object, ...]:
-    return (plan.kind, plan.version, tuple(probe.name for probe in plan.active))
 
 
 class State:
@@ -59,29 +48,24 @@ class State:
         sleep: SleepFn = asyncio.sleep,
     ) -> None:
         self._clock = clock
-        self._session = session
         self._options = options
         self._on_round = on_round
-        self._on_decision = on_decision
-        self._resolve: ResolveFn = resolve_fn or resolve
-        self._scrape: ScrapeFn = scrape_fn or scrape
-        self._apply_aliases: AliasFn = apply_aliases_fn or apply_aliases
-        self._rng = rng if rng is not None else random.Random()
-        self._sleep = sleep
         self._registry = TargetRegistry()
-        self._log_follower = (
-            None
-            if open_log_feed is None
-            else LogFollower(
-                clock,
-                options,
-                self._registry,
-                open_log_feed,
-                follow_line_fn or follow_line,
-                self._prepared,
-                self._decide,
-                sleep,
-            )
+        self._scraper = Scraper(
+            clock,
+            session,
+            options,
+            self._registry,
+            follows_now=self._is_current,
+            round_done=self._round_done,
+            on_decision=on_decision,
+            resolve_fn=resolve_fn,
+            scrape_fn=scrape_fn,
+            follow_line_fn=follow_line_fn,
+            apply_aliases_fn=apply_aliases_fn,
+            open_log_feed=open_log_feed,
+            rng=rng,
+            sleep=sleep,
         )
         self._backends: dict[str, BackendRuntime] = {}
         self._removed: OrderedDict[str, BackendRuntime] = OrderedDict()
@@ -94,13 +78,13 @@ class State:
     async def start(self) -> None:
         self._started = True
         for backend in self._backends.values():
-            self._start_scraper(backend)
+            self._scraper.start(backend)
 
     async def stop(self) -> None:
         self._started = False
         tasks: list[asyncio.Task[None]] = []
         for backend in (*self._backends.values(), *self._removed.values()):
-            tasks.extend(self._detach_tasks(backend))
+            tasks.extend(detach_tasks(backend))
         for task in tasks:
             task.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
@@ -122,7 +106,7 @@ class State:
             if current is not None:
                 if current.spec == spec:
                     continue
-                for task in self._detach_tasks(current):
+                for task in detach_tasks(current):
                     task.cancel()
             backend = self._removed.pop(url, None)
             if backend is not None and backend.spec == spec:
@@ -133,14 +117,14 @@ class State:
                 backend = BackendRuntime(spec=spec)
             self._backends[url] = backend
             if self._started:
-                self._start_scraper(backend)
+                self._scraper.start(backend)
         if self._waiting_first_round is None:
             self._waiting_first_round = set(desired)
         self._check_ready()
 
     def _remove(self, url: str) -> None:
         backend = self._backends.pop(url)
-        for task in self._detach_tasks(backend):
+        for task in detach_tasks(backend):
             task.cancel()
         backend.draining = True
         backend.log_snapshot = None
@@ -159,193 +143,44 @@ class State:
             if record is not None:
                 self._registry.forget(record)
 
-    def _detach_tasks(self, backend: BackendRuntime) -> list[asyncio.Task[None]]:
-        tasks = [task for task in (backend.scrape_task, backend.log_task) if task is not None]
-        backend.scrape_task = None
-        backend.log_task = None
-        return tasks
-
-    def _start_scraper(self, backend: BackendRuntime) -> None:
-        if backend.scrape_task is None:
-            backend.scrape_task = asyncio.get_running_loop().create_task(
-                self._scrape_loop(backend), name=f"pharos-scrape {backend.spec.url}"
-            )
-        self._sync_log_follower(backend)
-
     def _check_ready(self) -> None:
         if not self._ready and self._waiting_first_round == set():
             self._ready = True
 
-    # --- the scraper -----------------------------------------------------------------------
+    # --- rounds (run by the scraper) -------------------------------------------------------
 
     def next_delay_s(self) -> float:
-        jitter = self._options.jitter_fraction
-        return self._options.fast_interval_s * (1.0 + self._rng.uniform(-jitter, jitter))
-
-    async def _scrape_loop(self, backend: BackendRuntime) -> None:
-        while True:
-            await self._run_round(backend)
-            await self._sleep(self.next_delay_s())
+        return self._scraper.next_delay_s()
 
     async def run_round(self, backend_url: str) -> None:
         """One scrape round (or resolve) of one backend; the loop is a thin wrapper."""
         backend = self._backends.get(backend_url)
         if backend is not None:
-            await self._run_round(backend)
+            await self._scraper.run_round(backend)
 
-    async def _run_round(self, backend: BackendRuntime) -> None:
+    def _round_done(self, backend: BackendRuntime) -> None:
         url = backend.spec.url
-        now = self._clock.now()
-        try:
-            if self._resolve_due(backend, now):
-                await self._resolve_round(backend, now)
-            else:
-                await self._scrape_round(backend, now)
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:  # a bug or an engine surprise must not end the scraper
-            self._round_failed(backend, f"{type(error).__name__}: {error}")
         if self._waiting_first_round is not None and self._backends.get(url) is backend:
             self._waiting_first_round.discard(url)
             self._check_ready()
         if self._on_round is not None:
             self._on_round(url)
 
-    def _resolve_due(self, backend: BackendRuntime, now: float) -> bool:
-        plan = backend.plan
-        if plan is None or backend.needs_resolve or backend.resolved_at is None:
-            return True
-        since_s = now - backend.resolved_at
-        if plan.incomplete and since_s >= self._options.full_interval_s:
-            return True  # a probe was dropped for a passing reason (no answer, a 5xx)
-        return since_s >= self._options.resolve_every_s
-
-    def _has_log_feed(self, spec: BackendSpec) -> bool:
-        return spec.log_feed is not None and self._log_follower is not None
-
-    async def _resolve_round(self, backend: BackendRuntime, now: float) -> None:
-        spec = backend.spec
-        try:
-            plan, snapshot = await self._resolve(
-                self._session,
-                spec.url,
-                spec.kind,
-                own=spec.own_probes,
-                has_log_feed=self._has_log_feed(spec),
-                timeout_s=self._options.resolve_timeout_s,
-            )
-        except asyncio.CancelledError:
-            raise
-        except Exception as error:
-            self._decide(spec.url, "resolve", "failed")
-            self._round_failed(backend, f"resolve failed: {type(error).__name__}: {error}")
-            return
-        same = backend.plan is not None and _plan_identity(backend.plan) == _plan_identity(plan)
-        backend.plan = plan
-        backend.resolved_at = now
-        backend.needs_resolve = False
-        backend.round_no = 0
-        self._decide(spec.url, "resolve", "same_plan" if same else "new_plan")
-        self._apply(backend, snapshot, now, full=True)
-        self._answered(backend)
-        self._sync_log_follower(backend)
-
-    async def _scrape_round(self, backend: BackendRuntime, now: float) -> None:
-        spec = backend.spec
-        plan = backend.plan
-        assert plan is not None
-        backend.round_no += 1
-        full = backend.round_no % self._options.rounds_per_full == 0
-        if not plan.paths(fast_only=not full):
-            return  # nothing to read this round (no load probes): no request, no news
-        result = await self._scrape(
-            plan,
-            self._session,
-            spec.url,
-            fast_only=not full,
-            timeout_s=self._options.scrape_timeout_s,
-        )
-        if not result.answered:
-            self._decide(spec.url, "scrape", "unreachable")
-            self._round_failed(backend, "unreachable")
-            return
-        self._apply(backend, result.snapshot, now, full=full)
-        self._answered(backend)
-        if result.failed:
-            backend.needs_resolve = True
-            self._decide(spec.url, "scrape", "probe_failed")
-        elif result.needs_resolve:
-            backend.needs_resolve = True
-            self._decide(spec.url, "scrape", "new_version")
-        else:
-            self._decide(spec.url, "scrape", "ok")
-
-    def _prepared(self, backend: BackendRuntime, snapshot: Snapshot, at: float) -> Snapshot:
-        """Every snapshot (resolve, scrape, log line) gets the backend's aliases and its time."""
-        if backend.spec.aliases:
-            snapshot = self._apply_aliases(snapshot, backend.spec.aliases)
-        return replace(snapshot, at=at)
-
-    def _apply(self, backend: BackendRuntime, snapshot: Snapshot, at: float, *, full: bool) -> None:
-        snapshot = self._prepared(backend, snapshot, at)
-        apply_round(self._registry, backend, snapshot, at, full=full, decide=self._decide)
-
-    # --- up, down and ejection ---------------------------------------------------------------
-
-    def _answered(self, backend: BackendRuntime) -> None:
-        was_down = backend.reachable is False or backend.ejected is not None
-        backend.reachable = True
-        backend.down_reason = None
-        backend.ejected = None
-        if was_down:
-            log.info("backend %s up again", backend.spec.url)
-
-    def _round_failed(self, backend: BackendRuntime, reason: str) -> None:
-        was_down = backend.reachable is False or backend.ejected is not None
-        backend.reachable = False
-        backend.down_reason = reason
-        if not was_down:
-            log.warning("backend %s down: %s", backend.spec.url, reason)
+    def _is_current(self, backend: BackendRuntime) -> bool:
+        return self._started and self._backends.get(backend.spec.url) is backend
 
     def eject(self, backend_url: str, reason: str) -> None:
         """The proxy saw a refused connection or a reply die: down until the next answered round."""
         backend = self._backends.get(backend_url)
-        if backend is None:
-            return
-        was_down = backend.reachable is False or backend.ejected is not None
-        backend.ejected = reason
-        if not was_down:
-            log.warning("backend %s down: %s", backend_url, reason)
-
-    # --- the log follower --------------------------------------------------------------------
-
-    def _sync_log_follower(self, backend: BackendRuntime) -> None:
-        plan = backend.plan
-        wanted = (
-            self._started
-            and not backend.draining
-            and self._has_log_feed(backend.spec)
-            and plan is not None
-            and bool(plan.log_probes)
-            and self._backends.get(backend.spec.url) is backend
-        )
-        if wanted and backend.log_task is None:
-            assert self._log_follower is not None
-            backend.log_task = asyncio.get_running_loop().create_task(
-                self._log_follower.run(backend), name=f"pharos-logs {backend.spec.url}"
-            )
-        elif not wanted and backend.log_task is not None:
-            backend.log_task.cancel()
-            backend.log_task = None
-            backend.log_snapshot = None
-            backend.log_connected = False
+        if backend is not None:
+            eject_backend(backend, reason)
 
     async def run_log_session(self, backend_url: str) -> bool:
         """Open the backend's feed and follow it until it drops; True if it connected."""
         backend = self._backends.get(backend_url)
-        if backend is None or self._log_follower is None:
+        if backend is None:
             return False
-        return await self._log_follower.session(backend)
+        return await self._scraper.run_log_session(backend)
 
     # --- TargetSource ------------------------------------------------------------------------
 
@@ -445,14 +280,8 @@ class State:
     def backends(self) -> Sequence[BackendStatus]:
         now = self._clock.now()
         return [
-            backend_status(backend, self._options, now, follows_logs=self._follows_logs(backend))
+            backend_status(
+                backend, self._options, now, follows_logs=self._scraper.follows_logs(backend)
+            )
             for backend in (*self._backends.values(), *self._removed.values())
         ]
-
-    def _follows_logs(self, backend: BackendRuntime) -> bool:
-        plan = backend.plan
-        return self._has_log_feed(backend.spec) and plan is not None and bool(plan.log_probes)
-
-    def _decide(self, backend_url: str, stage: str, outcome: str) -> None:
-        if self._on_decision is not None:
-            self._on_decision(backend_url, stage, outcome)
