@@ -135,7 +135,8 @@ def parse_request(body: bytes, *, route: str, stream_default: bool = False) -> P
     has_options = options is not msgspec.UNSET
     asked = isinstance(options, dict) and options.get("include_usage") is True
 
-    tools = bytes(decoded.tools) if bytes(decoded.tools) != b"null" else None
+    raw_tools = bytes(decoded.tools)
+    tools = raw_tools if raw_tools != b"null" else None
     control = False
     chain: Chain | None
     if route in ("chat", "messages"):
