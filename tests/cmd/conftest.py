@@ -5,7 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 import pytest
-from cmd_replay import ReplayServer, Routes
+
+from tests.cmd.replay import ReplayServer, Routes
 
 
 @pytest.fixture

@@ -6,9 +6,9 @@ import asyncio
 import signal
 
 import openai
-from serve_procs import free_port, pharos_process
 
 from pharos.cmd.demo import DEMO_MODEL
+from tests.cmd.serve_procs import free_port, pharos_process
 
 
 async def test_demo_serves_chats_lists_its_models_and_stops_cleanly_on_ctrl_c() -> None:

@@ -9,7 +9,10 @@ from pathlib import Path
 
 import aiohttp
 import pytest
-from serve_procs import (
+
+from pharos.fakeengine import FakeVLLM, no_sleep
+from pharos.peer.statefile import read_state_file
+from tests.cmd.serve_procs import (
     Gate,
     PharosProcess,
     free_port,
@@ -19,9 +22,6 @@ from serve_procs import (
     serve_fake,
     write_config,
 )
-
-from pharos.fakeengine import FakeVLLM, no_sleep
-from pharos.peer.statefile import read_state_file
 
 MODEL = "qwen2.5-0.5b"
 

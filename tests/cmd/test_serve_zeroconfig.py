@@ -6,12 +6,12 @@ import signal
 
 import aiohttp
 import pytest
-from serve_procs import free_port, pharos_process, poll_status
 
 from pharos.cmd.discover import DEFAULT_PORTS, describe_ports, discover_local
 from pharos.cmd.serve import parse_ports
 from pharos.engine.types import Kind
 from pharos.fakeengine import FakeOllama, FakeVLLM, no_sleep, serve
+from tests.cmd.serve_procs import free_port, pharos_process, poll_status
 
 
 async def test_zero_config_finds_an_engine_and_routes_to_it() -> None:

@@ -1,5 +1,5 @@
 """Replay of the llama.cpp router-mode probe on our recording of b11312 router mode
-(tests/captures/llamacpp-router/b11312, recorded by tests/live/test_live_router.py) and on
+(tests/captures/llamacpp-router/b11312, recorded by tests/live/test_router.py) and on
 every single-model llama.cpp capture, where it must read nothing."""
 
 from __future__ import annotations

@@ -25,7 +25,9 @@ from typing import Any
 
 import aiohttp
 import pytest
-from live_capture import (
+
+from pharos.engine import Kind, resolve, scrape
+from tests.live.capture import (
     LLAMACPP_GAUGE,
     VLLM_GAUGE,
     CaptureResult,
@@ -34,8 +36,8 @@ from live_capture import (
     copy_log_if_clean,
     engine_version,
 )
-from live_checks import LiveCapture, Observed
-from live_engines import (
+from tests.live.checks import LiveCapture, Observed
+from tests.live.engines import (
     REPO_ROOT,
     EngineMissing,
     RunningEngine,
@@ -47,9 +49,7 @@ from live_engines import (
     start_llamacpp_router,
     start_vllm,
 )
-from live_router import RouterCapture, capture_router
-
-from pharos.engine import Kind, resolve, scrape
+from tests.live.router import RouterCapture, capture_router
 
 LIVE_DIR = Path(__file__).parent
 
@@ -199,14 +199,14 @@ async def _capture_router(engine: RunningEngine, root: Path) -> RouterCapture:
             "version": version,
             "models": "smollm2 (SmolLM2-135M-Instruct Q4_1), gemma3 (gemma-3-270m Q4_K_M)",
             "captured": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "command": "PHAROS_RECORD=1 .venv/bin/pytest -m live tests/live/test_live_router.py",
+            "command": "PHAROS_RECORD=1 .venv/bin/pytest -m live tests/live/test_router.py",
             "start": " ".join(_argv(engine)),
             "host": f"{platform.system()}/{platform.machine()}",
         }
         return await capture_router(session, engine.base_url, root, version, meta, observe)
 
 
-# ---- running engines for the Pharos and doctor live tests (test_live_pharos/doctor.py) ----
+# ---- running engines for the Pharos and doctor live tests (test_pharos.py, test_doctor.py) ----
 
 
 def _uses_vllm_capture(item: pytest.Item) -> bool:
@@ -242,7 +242,7 @@ def vllm_engine(request: pytest.FixtureRequest, engine_logs: Path) -> Iterator[R
 @pytest.fixture
 def llamacpp_pair(engine_logs: Path) -> Iterator[tuple[RunningEngine, RunningEngine]]:
     """Two fresh llama-servers (-np 2 -c 4096 -t 1), stopped after the test (~1 s to start)."""
-    from live_pharos_engines import start_llamacpp_single_thread
+    from tests.live.pharos_engines import start_llamacpp_single_thread
 
     if not selected("llamacpp"):
         pytest.skip("PHAROS_LIVE_ENGINES excludes llamacpp")

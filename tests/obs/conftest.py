@@ -1,3 +1,5 @@
-"""Fixtures for the obs tests live in obs_rig.py, which the tests import by that unique name."""
+"""The obs tests' fixtures; the rig itself is tests/obs/rig.py."""
 
-from obs_rig import *  # noqa: F403
+from tests.obs.rig import start_router
+
+__all__ = ["start_router"]

@@ -1,3 +1,5 @@
-"""Fixtures for the proxy tests live in proxy_rig.py, which the tests import by that unique name."""
+"""The proxy tests' fixtures; the rig itself is tests/proxy/rig.py."""
 
-from proxy_rig import *  # noqa: F403
+from tests.proxy.rig import rig
+
+__all__ = ["rig"]

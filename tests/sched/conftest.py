@@ -6,11 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from sched_fakes import FakeTargets
 
 from pharos.clock import FakeClock
 from pharos.prefix import PrefixIndex, PrefixOp
 from pharos.sched import Scheduler
+from tests.sched.fakes import FakeTargets
 
 
 @pytest.fixture

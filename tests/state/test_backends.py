@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 
 import pytest
-from state_fakes import URL, URL_B, make_state, snap, spec
 
 from pharos.engine.types import Kind, Load, Residency
+from tests.state.fakes import URL, URL_B, make_state, snap, spec
 
 LOADED = Residency.LOADED
 

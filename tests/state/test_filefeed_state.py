@@ -6,10 +6,9 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
-from state_fakes import LOG_PROBE, URL, make_state, snap, spec
-
 from pharos.discovery import open_file_feed
 from pharos.engine.types import Residency
+from tests.state.fakes import LOG_PROBE, URL, make_state, snap, spec
 
 
 async def test_file_feed_values_and_restart(tmp_path: Path) -> None:

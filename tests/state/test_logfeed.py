@@ -5,9 +5,8 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from state_fakes import LOG_PROBE, URL, LineFeed, make_state, snap, spec
-
 from pharos.engine.types import Load, Residency
+from tests.state.fakes import LOG_PROBE, URL, LineFeed, make_state, snap, spec
 
 FEED = "file:///var/log/engine.log"
 

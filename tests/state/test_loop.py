@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import random
 
-from state_fakes import URL, FakeEngine, fake_aliases, fake_follow_line, snap, spec
-
 from pharos.clock import FakeClock
 from pharos.engine.types import Residency
 from pharos.state import State, StateOptions
+from tests.state.fakes import URL, FakeEngine, fake_aliases, fake_follow_line, snap, spec
 
 
 async def _run_loop(seed: int, rounds: int) -> tuple[list[float], list[str]]:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from state_fakes import URL, make_state, snap, spec
-
 from pharos.engine.types import Load, Residency
+from tests.state.fakes import URL, make_state, snap, spec
 
 
 async def _setup():  # type: ignore[no-untyped-def]

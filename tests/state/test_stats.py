@@ -5,11 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
-from state_fakes import URL, make_state, snap, spec
 
 from pharos.engine.types import Residency
 from pharos.state import StatRecord
 from pharos.state.stats import TargetStats, ewma
+from tests.state.fakes import URL, make_state, snap, spec
 
 
 def test_ewma_first_sample_then_alpha() -> None:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from state_fakes import URL, URL_B, make_state, snap, spec
-
 from pharos.engine.types import Kind, Load, Residency
 from pharos.state import StateOptions
+from tests.state.fakes import URL, URL_B, make_state, snap, spec
 
 LOADED = Residency.LOADED
 COLD = Residency.COLD
