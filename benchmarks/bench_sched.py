@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from pharos.clock import FakeClock
 from pharos.engine.types import Kind, Residency
+from pharos.engine.usage import Usage
 from pharos.prefix import PrefixIndex, chain_for_chat
 from pharos.sched import Feedback, Lease, RouteRequest, Scheduler
 from pharos.state.view import TargetView
@@ -121,9 +122,13 @@ def main() -> None:
         status=200,
         ttft_s=0.4,
         duration_s=2.0,
-        prompt_tokens=1200,
-        cached_tokens=900,
-        completion_tokens=40,
+        usage=Usage(
+            prompt_tokens=1200,
+            cached_tokens=900,
+            completion_tokens=40,
+            engine_load_s=None,
+            engine_prefill_s=None,
+        ),
     )
     samples: list[int] = []
     for i in range(ROUNDS):

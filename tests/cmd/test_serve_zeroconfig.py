@@ -7,7 +7,7 @@ import signal
 import aiohttp
 import pytest
 
-from pharos.cmd.discover import DEFAULT_PORTS, describe_ports, discover_local
+from pharos.discovery.local import DEFAULT_PORTS, describe_ports, discover_local
 from pharos.cmd.serve import parse_ports
 from pharos.engine.types import Kind
 from pharos.fakeengine import FakeOllama, FakeVLLM, no_sleep, serve

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pharos.engine.types import Kind, Residency
+from pharos.engine.usage import Usage
 from pharos.sched import Feedback
 from pharos.state.view import TargetView
 
@@ -86,14 +87,20 @@ class FakeTargets:
         self.succeeded.append((target_id, now))
 
 
+USAGE_FIELDS = (
+    "prompt_tokens",
+    "cached_tokens",
+    "completion_tokens",
+    "engine_load_s",
+    "engine_prefill_s",
+)
+
+
 def ok(**kw: Any) -> Feedback:
-    fields: dict[str, Any] = {
-        "status": 200,
-        "ttft_s": 0.5,
-        "duration_s": 3.0,
-        "prompt_tokens": None,
-        "cached_tokens": None,
-        "completion_tokens": 10,
-    }
-    fields.update(kw)
-    return Feedback(**fields)
+    """A 200 reply; usage fields given by name (completion_tokens=10 unless given)."""
+    usage: dict[str, Any] = dict.fromkeys(USAGE_FIELDS)
+    usage["completion_tokens"] = 10
+    fields: dict[str, Any] = {"status": 200, "ttft_s": 0.5, "duration_s": 3.0}
+    for name, value in kw.items():
+        (usage if name in USAGE_FIELDS else fields)[name] = value
+    return Feedback(**fields, usage=Usage(**usage))

@@ -24,8 +24,8 @@ from pharos.cmd.doctor_report import (
     to_json,
     to_text,
 )
-from pharos.cmd.wiring import own_probes
 from pharos.config import ConfigError, load_config, log_feed_problem, url_problem
+from pharos.discovery.static import own_probes
 from pharos.engine import (
     BackendUnreachable,
     DetectionFailed,

@@ -1,8 +1,25 @@
-"""One Pharos instance with every component wired, as `serve`, `demo` and the tests run it.
+"""The composition root: one Pharos instance with every component wired, as `serve`,
+`demo` and the tests run it.
 
-Everything a component needs is passed in here; nothing else reaches for
-globals. Listening on a socket is the caller's job (`serve`), so tests can put
-the app on 127.0.0.1 port 0 and step a fake clock.
+Components are built once, in dependency order, each with everything it needs passed
+to its constructor; nothing is assigned onto a built component afterwards. The order:
+
+    clock, sessions -> keys, usage, prefix -> state -> sched -> flags -> obs -> proxy -> app
+
+Two events flow against that order (State tells the scheduler a round ended, and obs a
+background decision); State takes them as callbacks that forward through this root.
+They fire only after `start()`, when every component exists.
+
+Where the two components landing in this wave plug in (one constructor line each):
+- discovery/docker: built after `self.sources` with `publish=lambda specs:
+  self.sources.set(DOCKER, specs)`; started in `start()` after the state, stopped in
+  `stop()` before it. Its docker:// log feeds go through `open_log_feed` (discovery/feeds).
+- peer/: built after `self.proxy` from (state, sched, usage, prefix, clock, config.peers);
+  `serve` starts its listener before the public one and, at startup, restores from the
+  state file and the peers before `self.restored` is set; a leaving delta at shutdown.
+
+Listening on a socket is the caller's job (`serve`, `running`), so tests can put the
+app on 127.0.0.1 port 0 and step a fake clock.
 """
 
 from __future__ import annotations
@@ -19,16 +36,17 @@ import aiohttp
 from aiohttp import web
 
 from pharos.clock import Clock, SystemClock
-from pharos.cmd.wiring import backend_specs, key_entries
 from pharos.config import Config, usage_zone
 from pharos.config.reload import restart_needed
-from pharos.discovery import open_log_feed
+from pharos.discovery import BackendSources, backend_specs, open_log_feed
+from pharos.discovery.combine import STATIC
 from pharos.obs.service import Observability
 from pharos.peer.statefile import StateSnapshot, TargetStatsRecord
 from pharos.prefix import PrefixEntry, PrefixIndex, Source
 from pharos.proxy.app import Flags, Proxy, ProxyOptions, json_errors
 from pharos.proxy.auth import KeyTable
 from pharos.proxy.done import RequestDone
+from pharos.proxy.keys import KeyRing, key_table
 from pharos.sched import DEFAULT_QUEUE_LIMIT, Scheduler
 from pharos.state import BackendSpec, State, StateOptions, StatRecord
 from pharos.usage import UsageBook
@@ -36,6 +54,8 @@ from pharos.usage import UsageBook
 log = logging.getLogger("pharos")
 
 RESTORE_SLICE_ENTRIES = 2000
+SCRAPE_CONNECTIONS_PER_HOST = 8
+"""A round sends a few probes at once; scrapes have their own pool (see scrape_session)."""
 
 
 @dataclass(frozen=True)
@@ -48,9 +68,13 @@ class RuntimeOptions:
     on_done: Callable[[RequestDone], None] | None = None  # also told of each finished request
 
 
-def new_session() -> aiohttp.ClientSession:
-    """The shared upstream client: keep-alive, no compression, no timeout on bodies (§9)."""
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=64, ttl_dns_cache=300)
+def upstream_session() -> aiohttp.ClientSession:
+    """The proxy's client: keep-alive, no compression, no timeout on bodies (§9).
+
+    No cap on connections: the scheduler's leases already bound what each target gets,
+    and a pool cap below that made requests wait for a connection unseen (issue 11:
+    limit_per_host=64 under 150 streams)."""
+    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
     return aiohttp.ClientSession(
         connector=connector,
         auto_decompress=False,
@@ -59,8 +83,18 @@ def new_session() -> aiohttp.ClientSession:
     )
 
 
-def key_table(config: Config) -> KeyTable:
-    return KeyTable.from_entries(key_entries(config)) if config.keys else KeyTable.open()
+new_session = upstream_session
+"""The old name, kept for callers outside this package."""
+
+
+def scrape_session() -> aiohttp.ClientSession:
+    """The scraper's own pool, so a scrape never waits behind inference traffic: sharing
+    the proxy's pool, a healthy engine under 150 streams missed its 0.8 s scrape timeout
+    waiting for a connection and was marked down twice in 30 s (issue 11)."""
+    connector = aiohttp.TCPConnector(
+        limit=0, limit_per_host=SCRAPE_CONNECTIONS_PER_HOST, ttl_dns_cache=300
+    )
+    return aiohttp.ClientSession(connector=connector)
 
 
 class Pharos:
@@ -75,30 +109,32 @@ class Pharos:
         backends: Sequence[BackendSpec] | None = None,
         options: RuntimeOptions | None = None,
     ) -> None:
+        """`session`: the proxy's upstream client (default: one of its own, closed by
+        `stop`); `backends`: the static list instead of config's (zero-config, tests)."""
         self.config = config
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.options = options if options is not None else RuntimeOptions()
         self._own_session = session is None
-        self.session = session if session is not None else new_session()
-        self._backends = list(backends) if backends is not None else backend_specs(config)
-        self.keys = key_table(config)
-        zone = usage_zone(config.usage)
+        self.session = session if session is not None else upstream_session()
+        self.scrape_session = scrape_session()
+        self.keyring = KeyRing(key_table(config))
         self.usage = UsageBook(
             self.clock,
-            cast(zoneinfo.ZoneInfo, zone),
+            cast(zoneinfo.ZoneInfo, usage_zone(config.usage)),
             origin=self.options.origin,
             retention_days=config.usage.retention_days,
         )
         self.prefix = PrefixIndex(cap_entries=self.options.prefix_cap_entries, clock=self.clock)
-        self.obs: Observability | None = None
         self.state = State(
             self.clock,
-            self.session,
+            self.scrape_session,
             self.options.state,
-            on_round=self._on_round,
-            on_decision=self._on_decision,
+            on_round=self._round_done,
+            on_decision=self._decided,
             open_log_feed=open_log_feed,
         )
+        self.sources = BackendSources(self.state.set_backends)
+        self.sources.set(STATIC, backends if backends is not None else backend_specs(config))
         self.sched = Scheduler(
             self.state,
             self.prefix,
@@ -106,61 +142,69 @@ class Pharos:
             policy=config.policy.value,
             queue_limit=self.options.queue_limit,
         )
-        self.flags = Flags(ready=lambda: self.state.ready)
-        self.proxy = Proxy(
-            clock=self.clock,
-            session=self.session,
-            state=self.state,
-            sched=self.sched,
-            usage=self.usage,
-            keys=lambda: self.keys,
-            options=self.options.proxy,
-            flags=self.flags,
-        )
+        self.restored = asyncio.Event()
+        """Set once startup restored what it could (state file, later peers)."""
+        self.flags = Flags(self.state.ready_event, self.restored)
         self.obs = Observability(
             state=self.state,
             sched=self.sched,
             usage=self.usage,
             clock=self.clock,
             policy=config.policy.value,
-            proxy_ref=lambda: self.proxy,
+            keys=self.keyring,
+            flags=self.flags,
         )
-        self.proxy.on_done = self._on_done
+        self.proxy = Proxy(
+            clock=self.clock,
+            session=self.session,
+            state=self.state,
+            sched=self.sched,
+            usage=self.usage,
+            keys=self.keyring,
+            flags=self.flags,
+            on_done=self._request_done,
+            options=self.options.proxy,
+        )
         self.app = web.Application(
             middlewares=[json_errors], client_max_size=self.options.proxy.max_body_bytes + 1024
         )
         self.obs.add_routes(self.app)
         self.proxy.add_routes(self.app)
 
-    def _on_done(self, done: RequestDone) -> None:
-        if self.obs is not None:
-            self.obs.on_done(done)
+    @property
+    def keys(self) -> KeyTable:
+        return self.keyring.table
+
+    def _request_done(self, done: RequestDone) -> None:
+        self.obs.on_done(done)
         if self.options.on_done is not None:
             self.options.on_done(done)
 
-    def _on_round(self, backend_url: str) -> None:
+    def _round_done(self, _backend_url: str) -> None:
         self.sched.kick()
 
-    def _on_decision(self, backend: str, stage: str, outcome: str) -> None:
-        if self.obs is not None:
-            self.obs.on_decision(backend, stage, outcome)
+    def _decided(self, backend: str, stage: str, outcome: str) -> None:
+        self.obs.on_decision(backend, stage, outcome)
 
-    async def start(self) -> None:
+    async def start(self, *, restored: bool = True) -> None:
+        """Start scraping. `restored=False` keeps /healthz at 503 until the caller has
+        restored its state and sets `self.restored` (serve does)."""
         if self.keys.is_open:
             log.warning("no keys configured: every client is let in as one anonymous key")
-        self.state.set_backends(self._backends)
         await self.state.start()
+        if restored:
+            self.restored.set()
 
     async def wait_ready(self, timeout_s: float) -> bool:
         """Wait (bounded) for the first scrape round; serve opens its listener after it."""
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(timeout_s):
-                while not self.state.ready:
-                    await asyncio.sleep(0.05)
+                await self.state.ready_event.wait()
         return self.state.ready
 
     async def stop(self) -> None:
         await self.state.stop()
+        await self.scrape_session.close()
         if self._own_session:
             await self.session.close()
 
@@ -207,9 +251,8 @@ class Pharos:
         running config whole."""
         keys = key_table(new)
         backends = backend_specs(new)
-        self.keys = keys
-        self._backends = backends
-        self.state.set_backends(self._backends)
+        self.keyring.replace(keys)
+        self.sources.set(STATIC, backends)
         pending = restart_needed(self.config, new)
         self.config = new
         return pending

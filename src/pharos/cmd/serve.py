@@ -21,19 +21,17 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
-import aiohttp
 from aiohttp import web
 
-from pharos.cmd.discover import (
+from pharos.cmd.runtime import Pharos
+from pharos.config import Config, ConfigError, Drain, Duration, HostPort, load_config
+from pharos.discovery.local import (
     DEFAULT_PORT_NUMBERS,
     DEFAULT_PORTS,
     describe_ports,
-    discover_local,
+    zero_config_backends,
 )
-from pharos.cmd.runtime import Pharos, new_session
-from pharos.config import Config, ConfigError, Drain, Duration, HostPort, load_config
 from pharos.peer.statefile import StateFileError, read_state_file_async, write_state_file_async
-from pharos.state import BackendSpec
 
 log = logging.getLogger("pharos")
 
@@ -44,11 +42,6 @@ SECOND_SIGNAL_STATUS = 1
 ZERO_CONFIG_LISTEN = HostPort("127.0.0.1", 8090)
 ZERO_CONFIG = Config(listen=ZERO_CONFIG_LISTEN, drain=Drain(grace=Duration("0s")))
 """On 127.0.0.1 no load balancer reads /healthz, so a drain grace would only delay Ctrl-C."""
-
-HOW_TO_CONFIGURE = (
-    "start an engine on one of those ports and restart, or write a config file listing "
-    "your backends and run `pharos serve --config FILE` (see `pharos serve --help`)"
-)
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -160,28 +153,6 @@ class Signals:
         self.stop.set()
 
 
-async def zero_config_backends(
-    session: aiohttp.ClientSession, host: str, ports: Sequence[int]
-) -> list[BackendSpec]:
-    """Probe host:ports and say what answered, or how to configure when nothing did."""
-    log.info(
-        "zero-config: no --config given; looking for engines on %s ports %s",
-        host,
-        describe_ports([(port, "") for port in ports]),
-    )
-    found = await discover_local(session, host=host, ports=ports)
-    for spec in found:
-        log.info("zero-config: found %s at %s", spec.kind.value, spec.url)
-    if not found:
-        log.warning(
-            "zero-config: no engine answered on %s ports %s; %s",
-            host,
-            describe_ports([(port, "") for port in ports]),
-            HOW_TO_CONFIGURE,
-        )
-    return found
-
-
 async def serve(
     config: Config,
     config_path: Path | None,
@@ -192,15 +163,11 @@ async def serve(
 ) -> int:
     signals = Signals()
     signals.install()
-    session = new_session()
-    try:
-        backends = None
-        if config_path is None:
-            backends = await zero_config_backends(session, discover_host, discover_ports)
-        pharos = Pharos(config, session=session, backends=backends)
-        return await _serve_pharos(pharos, config, config_path, listen, signals)
-    finally:
-        await session.close()
+    backends = None
+    if config_path is None:
+        backends = await zero_config_backends(discover_host, discover_ports)
+    pharos = Pharos(config, backends=backends)
+    return await _serve_pharos(pharos, config, config_path, listen, signals)
 
 
 async def _serve_pharos(
@@ -210,8 +177,6 @@ async def _serve_pharos(
     listen: HostPort,
     signals: Signals,
 ) -> int:
-    restored = asyncio.Event()
-    pharos.flags.ready = lambda: restored.is_set() and pharos.state.ready
     drain = config.drain  # a restart-only section: reloads don't change it
     runner = web.AppRunner(
         pharos.app,
@@ -227,6 +192,7 @@ async def _serve_pharos(
     except OSError as err:
         log.error("cannot listen on %s: %s", listen, err)
         await runner.cleanup()
+        await pharos.stop()
         return 1
     log.info(
         "listening on %s (status page: /status, metrics: /metrics); /healthz answers 503 "
@@ -235,10 +201,10 @@ async def _serve_pharos(
     )
     background: list[asyncio.Task[None]] = []
     try:
-        await pharos.start()
+        await pharos.start(restored=False)
         # A stop before the restore must not overwrite the state file with an empty one.
         if not signals.stop.is_set() and await _startup(pharos, config, signals):
-            restored.set()
+            pharos.restored.set()
         state_path = Path(config.state_file) if config.state_file is not None else None
         background = [
             asyncio.create_task(write_state_periodically(pharos, state_path)),
@@ -251,7 +217,7 @@ async def _serve_pharos(
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         await runner.cleanup()
-        if config.state_file is not None and restored.is_set():
+        if config.state_file is not None and pharos.restored.is_set():
             await save_state_file(pharos, Path(config.state_file))
         await pharos.stop()
     log.info("stopped")
@@ -281,7 +247,7 @@ async def _startup(pharos: Pharos, config: Config, signals: Signals) -> bool:
 async def _drain_grace(pharos: Pharos, grace_s: float, timeout_s: float) -> None:
     """Fail /healthz and keep serving for the grace; the caller's runner.cleanup() then
     closes the listener and waits up to drain.timeout for requests in flight."""
-    pharos.flags.draining = True
+    pharos.flags.drain()
     log.info("draining: /healthz answers 503; still accepting requests for %.1fs", grace_s)
     await asyncio.sleep(grace_s)
     log.info(

@@ -6,7 +6,6 @@ import asyncio
 import datetime as dt
 import json
 import logging
-from collections.abc import Callable
 
 from aiohttp import web
 
@@ -14,10 +13,11 @@ from pharos.clock import Clock
 from pharos.obs.metrics import Metrics
 from pharos.obs.status import RecentRequests, build_page, render_page
 from pharos.obs.usage_api import usage_response
-from pharos.proxy.app import Proxy
+from pharos.proxy.app import Flags
 from pharos.proxy.auth import KeyEntry
 from pharos.proxy.done import RequestDone
 from pharos.proxy.errors import ClientError, error_response
+from pharos.proxy.keys import KeyRing
 from pharos.sched import Scheduler
 from pharos.state import State
 from pharos.usage import UsageBook
@@ -78,14 +78,16 @@ class Observability:
         usage: UsageBook | None,
         clock: Clock,
         policy: str,
-        proxy_ref: Callable[[], Proxy],
+        keys: KeyRing,
+        flags: Flags,
     ) -> None:
         self._state = state
         self._sched = sched
         self._usage = usage
         self._clock = clock
         self._policy = policy
-        self._proxy = proxy_ref
+        self._keys = keys
+        self._flags = flags
         self.metrics = Metrics(state, sched, clock.now)
         self.recent = RecentRequests()
 
@@ -106,7 +108,7 @@ class Observability:
         app.router.add_get("/usage", self._usage_route)
 
     def _admin(self, request: web.Request) -> KeyEntry:
-        key = self._proxy().authenticate(request)
+        key = self._keys.authenticate(request)
         if not key.admin:
             raise FORBIDDEN
         return key
@@ -122,7 +124,6 @@ class Observability:
             self._admin(request)
         except ClientError as err:
             return error_response(err)
-        proxy = self._proxy()
         page = build_page(
             state=self._state,
             sched=self._sched,
@@ -130,8 +131,8 @@ class Observability:
             recent=self.recent,
             clock=self._clock,
             policy=self._policy,
-            ready=proxy.flags.ready(),
-            draining=proxy.flags.draining,
+            ready=self._flags.ready(),
+            draining=self._flags.draining,
         )
         # Rendering takes ~7 ms for a full page: off the event loop. The page is frozen values.
         html = await asyncio.to_thread(render_page, page)

@@ -10,17 +10,19 @@ import asyncio
 import logging
 import random
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import aiohttp
 from aiohttp import web
 
 from pharos.clock import Clock
+from pharos.engine.usage import Usage
 from pharos.proxy import catalog
-from pharos.proxy.auth import KeyEntry, KeyTable
+from pharos.proxy.auth import KeyEntry
 from pharos.proxy.done import RequestDone, RequestRecord, finish
 from pharos.proxy.errors import ClientError, error_response, model_not_found, too_large
-from pharos.proxy.forward import Forwarder
+from pharos.proxy.forward import Exchange, Forwarder
+from pharos.proxy.keys import KeyRing
 from pharos.proxy.parse import ask_for_usage, parse_request
 from pharos.proxy.upstream import Route
 from pharos.sched import Scheduler
@@ -42,15 +44,6 @@ ROUTES: dict[str, Route] = {
     "/api/embed": Route("ollama-embed", "embeddings", ollama_native=True),
     "/api/embeddings": Route("ollama-embeddings", "completion", ollama_native=True),
 }
-
-UNAUTHORIZED = ClientError(
-    401,
-    "Incorrect API key provided. Send it as `Authorization: Bearer <key>`.",
-    "invalid_request_error",
-    "invalid_api_key",
-    None,
-    ("admission", "unauthorized"),
-)
 
 PHAROS_ERROR = ClientError(
     500,
@@ -89,42 +82,67 @@ class ProxyOptions:
     seed: int | None = None  # for the per-request tie-break seeds; None = random
 
 
-@dataclass
 class Flags:
-    """Readiness and drain, flipped by `serve`; read by /healthz."""
+    """Readiness and drain, read by /healthz and /status.
 
-    ready: Callable[[], bool] = lambda: True
-    draining: bool = False
+    Ready once every gate is set (State's first scrape round, the startup restore),
+    until `drain()`; nothing polls: the gates are events their owners set."""
+
+    def __init__(self, *gates: asyncio.Event) -> None:
+        self._gates = gates
+        self.draining = False
+
+    def ready(self) -> bool:
+        return all(gate.is_set() for gate in self._gates)
+
+    def drain(self) -> None:
+        self.draining = True
 
 
-@dataclass
 class Proxy:
-    clock: Clock
-    session: aiohttp.ClientSession
-    state: State
-    sched: Scheduler
-    usage: UsageBook | None
-    keys: Callable[[], KeyTable]
-    on_done: Callable[[RequestDone], None] = lambda done: None
-    options: ProxyOptions = field(default_factory=ProxyOptions)
-    flags: Flags = field(default_factory=Flags)
-    inflight_streams: int = 0
+    """The inference and model-list routes; every piece it uses is passed in."""
 
-    def __post_init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        clock: Clock,
+        session: aiohttp.ClientSession,
+        state: State,
+        sched: Scheduler,
+        usage: UsageBook | None,
+        keys: KeyRing,
+        flags: Flags,
+        on_done: Callable[[RequestDone], None],
+        options: ProxyOptions,
+    ) -> None:
+        self.clock = clock
+        self.session = session
+        self.state = state
+        self.sched = sched
+        self.usage = usage
+        self.keys = keys
+        self.flags = flags
+        self.on_done = on_done
+        self.options = options
+        self.inflight_streams = 0
         self._forwarder = Forwarder(
-            clock=self.clock,
-            session=self.session,
-            state=self.state,
-            sched=self.sched,
-            rng=random.Random(self.options.seed),
-            on_usage=self._count_usage,
+            clock=clock,
+            session=session,
+            state=state,
+            sched=sched,
+            rng=random.Random(options.seed),
+            meter=self._meter,
         )
 
-    def _count_usage(
-        self, key: str, model: str, prompt: int | None, cached: int | None, completion: int | None
-    ) -> None:
-        if self.usage is not None:
-            self.usage.record_reply(key, model, prompt, cached, completion)
+    def _meter(self, key: str, model: str, usage: Usage | None) -> None:
+        if self.usage is None:
+            return
+        if usage is None:
+            self.usage.record_reply(key, model, None, None, None)
+        else:
+            self.usage.record_reply(
+                key, model, usage.prompt_tokens, usage.cached_tokens, usage.completion_tokens
+            )
 
     # ---- wiring -------------------------------------------------------------------------
 
@@ -144,12 +162,7 @@ class Proxy:
     # ---- auth -----------------------------------------------------------------------------
 
     def authenticate(self, request: web.Request) -> KeyEntry:
-        key = self.keys().lookup(
-            request.headers.get("Authorization"), request.headers.get("x-api-key")
-        )
-        if key is None:
-            raise UNAUTHORIZED
-        return key
+        return self.keys.authenticate(request)
 
     def _guarded(
         self, handler: Callable[[web.Request, KeyEntry], Awaitable[web.StreamResponse]]
@@ -186,7 +199,7 @@ class Proxy:
             chunks.append(chunk)
         return b"".join(chunks)
 
-    def _admit(self, key: KeyEntry, model: str, record: RequestRecord) -> None:
+    def _admit(self, key: KeyEntry, model: str) -> None:
         if key.models and model not in key.models:
             err = model_not_found(model)
             raise ClientError(
@@ -235,7 +248,7 @@ class Proxy:
             body = await self._read_body(request)
             parsed = parse_request(body, route=route.parse_as, stream_default=route.ollama_native)
             record.model = parsed.model
-            self._admit(key, parsed.model, record)
+            self._admit(key, parsed.model)
             record.decide("admission", "ok")
             strip = False
             if route.name == "chat" and parsed.stream:
@@ -246,14 +259,7 @@ class Proxy:
                     strip = True
                     record.decide("usage", "pharos_asked")
             response = await self._forwarder.run(
-                request,
-                route,
-                parsed,
-                body,
-                key_name=key.name,
-                weight=key.weight,
-                strip_usage_chunk=strip,
-                record=record,
+                Exchange(request, route, key, parsed, body, strip, record)
             )
             status = response.status
             return response

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from pharos.engine.usage import Usage
+
 
 @dataclass(slots=True)
 class RequestRecord:
@@ -25,9 +27,7 @@ class RequestRecord:
     overhead_s: float | None = None
     queue_wait_s: float | None = None
     ttft_s: float | None = None
-    prompt_tokens: int | None = None
-    cached_tokens: int | None = None
-    completion_tokens: int | None = None
+    usage: Usage | None = None  # the reply's usage line; None = not seen
     metered: bool | None = None  # None: the request never reached an engine
     prefix_source: str | None = None  # where the predicted slot came from: local, peer, restored
 
@@ -59,6 +59,7 @@ class RequestDone:
 
 
 def finish(record: RequestRecord, status: int, now_s: float, wall_s: float) -> RequestDone:
+    usage = record.usage
     return RequestDone(
         route=record.route,
         request_id=record.request_id,
@@ -73,9 +74,9 @@ def finish(record: RequestRecord, status: int, now_s: float, wall_s: float) -> R
         queue_wait_s=record.queue_wait_s,
         ttft_s=record.ttft_s,
         duration_s=max(0.0, now_s - record.started_s),
-        prompt_tokens=record.prompt_tokens,
-        cached_tokens=record.cached_tokens,
-        completion_tokens=record.completion_tokens,
+        prompt_tokens=None if usage is None else usage.prompt_tokens,
+        cached_tokens=None if usage is None else usage.cached_tokens,
+        completion_tokens=None if usage is None else usage.completion_tokens,
         metered=record.metered,
         prefix_source=record.prefix_source,
         finished_wall_s=wall_s,

@@ -13,6 +13,7 @@ import asyncio
 import logging
 import random
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import aiohttp
 from aiohttp import web
@@ -20,6 +21,7 @@ from aiohttp import web
 from pharos.clock import Clock
 from pharos.engine.types import Kind
 from pharos.engine.usage import Usage
+from pharos.proxy.auth import KeyEntry
 from pharos.proxy.done import RequestRecord
 from pharos.proxy.errors import ClientError, model_not_found, queue_full, unavailable
 from pharos.proxy.parse import ParsedRequest, rename_model
@@ -49,6 +51,27 @@ from pharos.state import State
 
 log = logging.getLogger("pharos.proxy")
 
+MeterFn = Callable[[str, str, Usage | None], None]
+"""(key name, client model, usage or None = unmetered): counts one finished reply."""
+
+
+@dataclass(slots=True)
+class Exchange:
+    """One client request on its way through the proxy: what it knows so far.
+
+    Built by the app once the request is admitted; every attempt reads and fills it."""
+
+    request: web.Request
+    route: Route
+    key: KeyEntry
+    parsed: ParsedRequest
+    body: bytes  # as sent upstream: Pharos may have asked for the usage chunk
+    strip_usage_chunk: bool  # Pharos asked for usage, so the client never sees that chunk
+    record: RequestRecord
+    excluded: set[int] = field(default_factory=set)  # targets this request must not use
+    attempt: int = 0
+    refusal: Refusal | None = None  # the last engine answer worth passing on
+
 
 class Forwarder:
     """Runs one request's attempts; the shared pieces are passed in."""
@@ -61,14 +84,14 @@ class Forwarder:
         state: State,
         sched: Scheduler,
         rng: random.Random,
-        on_usage: Callable[[str, str, int | None, int | None, int | None], None],
+        meter: MeterFn,
     ) -> None:
         self._clock = clock
         self._session = session
         self._state = state
         self._sched = sched
         self._rng = rng
-        self._on_usage = on_usage
+        self._meter = meter
 
     def _excluded_for(self, route: Route, model: str) -> set[int]:
         """/api/* goes to Ollama backends only: a model no Ollama lists is a 404 there."""
@@ -80,40 +103,30 @@ class Forwarder:
             raise not_on_ollama(model)
         return excluded
 
-    async def run(
-        self,
-        request: web.Request,
-        route: Route,
-        parsed: ParsedRequest,
-        body: bytes,
-        *,
-        key_name: str,
-        weight: int,
-        strip_usage_chunk: bool,
-        record: RequestRecord,
-    ) -> web.StreamResponse:
-        excluded = self._excluded_for(route, parsed.model)
+    async def run(self, ex: Exchange) -> web.StreamResponse:
+        parsed, record = ex.parsed, ex.record
+        ex.excluded = self._excluded_for(ex.route, parsed.model)
         seed = self._rng.getrandbits(64)
-        refusal: Refusal | None = None
         for attempt in range(2):
+            ex.attempt = attempt
             route_request = RouteRequest(
                 model=parsed.model,
                 prompt_tokens=parsed.prompt_tokens,
                 chain=parsed.chain,
                 seed=seed,
-                exclude_target_ids=frozenset(excluded),
+                exclude_target_ids=frozenset(ex.excluded),
                 retry=attempt > 0,
                 control=parsed.control,
             )
             try:
-                lease = await self._sched.acquire(key_name, weight, route_request)
+                lease = await self._sched.acquire(ex.key.name, ex.key.weight, route_request)
             except UnknownModel:
-                if refusal is not None:
-                    return self._refused(refusal, route)
+                if ex.refusal is not None:
+                    return self._refused(ex.refusal, ex.route)
                 raise model_not_found(parsed.model) from None
             except Unavailable:
-                if refusal is not None:
-                    return self._refused(refusal, route)
+                if ex.refusal is not None:
+                    return self._refused(ex.refusal, ex.route)
                 raise unavailable(parsed.model) from None
             except QueueFull:
                 raise queue_full() from None
@@ -121,9 +134,7 @@ class Forwarder:
                 record.decide("route", "client_left")
                 raise
             try:
-                outcome = await self._attempt(
-                    request, route, parsed, body, lease, strip_usage_chunk, record, attempt
-                )
+                outcome = await self._attempt(ex, lease)
             except asyncio.CancelledError:
                 if not lease.released:
                     lease.release(CLIENT_LEFT)
@@ -133,11 +144,11 @@ class Forwarder:
                 lease.release(NO_REPLY)  # a no-op unless an unexpected error skipped it
             if isinstance(outcome, web.StreamResponse):
                 return outcome
-            refusal = outcome if outcome is not None else refusal
-            excluded.add(lease.target.target_id)
-        if refusal is None:
+            ex.refusal = outcome if outcome is not None else ex.refusal
+            ex.excluded.add(lease.target.target_id)
+        if ex.refusal is None:
             raise unavailable(parsed.model)
-        return self._refused(refusal, route)
+        return self._refused(ex.refusal, ex.route)
 
     def _refused(self, refusal: Refusal, route: Route) -> web.StreamResponse:
         """The engine's own answer when no other target took the retry."""
@@ -155,7 +166,8 @@ class Forwarder:
             status=refusal.status, body=refusal.body, headers={"Content-Type": refusal.content_type}
         )
 
-    def _note_lease(self, record: RequestRecord, lease: Lease, attempt: int) -> None:
+    def _note_lease(self, ex: Exchange, lease: Lease) -> None:
+        record = ex.record
         record.decide("route", lease.route_outcome)
         record.decide("queue", lease.queue_outcome)
         record.target_key = lease.target.key
@@ -165,44 +177,36 @@ class Forwarder:
         record.prefix_source = (
             lease.predicted.source.name.lower() if lease.predicted is not None else None
         )
-        if attempt == 0:
+        if ex.attempt == 0:
             record.overhead_s = max(0.0, self._clock.now() - record.started_s - lease.queue_wait_s)
 
-    async def _attempt(
-        self,
-        request: web.Request,
-        route: Route,
-        parsed: ParsedRequest,
-        body: bytes,
-        lease: Lease,
-        strip_usage_chunk: bool,
-        record: RequestRecord,
-        attempt: int,
-    ) -> web.StreamResponse | Refusal | None:
+    async def _attempt(self, ex: Exchange, lease: Lease) -> web.StreamResponse | Refusal | None:
         """The reply, a refusal worth retrying elsewhere, or None when the connection failed."""
         target = lease.target
-        self._note_lease(record, lease, attempt)
+        self._note_lease(ex, lease)
         out_body = (
-            body if target.served_model == target.model else rename_model(body, target.served_model)
+            ex.body
+            if target.served_model == target.model
+            else rename_model(ex.body, target.served_model)
         )
-        url = target.backend_url.rstrip("/") + request.path_qs
+        url = target.backend_url.rstrip("/") + ex.request.path_qs
         sent_s = self._clock.now()
         try:
             upstream = await self._session.post(
-                url, data=out_body, headers=forward_headers(request)
+                url, data=out_body, headers=forward_headers(ex.request)
             )
         except (aiohttp.ClientConnectionError, TimeoutError, OSError) as exc:
-            self._connect_failed(lease, record, exc)
+            self._connect_failed(ex, lease, exc)
             return None
 
         status = upstream.status
-        if not (status >= 500 or (status == 404 and route.coding_agent)):
-            return await self._stream(request, upstream, lease, strip_usage_chunk, record, sent_s)
+        if not (status >= 500 or (status == 404 and ex.route.coding_agent)):
+            return await self._stream(ex, upstream, lease, sent_s)
         try:
             refused_body = await upstream.read()
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
             upstream.close()
-            self._connect_failed(lease, record, exc)
+            self._connect_failed(ex, lease, exc)
             return None
         finally:
             upstream.release()
@@ -214,7 +218,7 @@ class Forwarder:
                 status,
                 refusal_message(refused_body),
             )
-        record.decide("upstream", "busy_retried" if status == 503 else "error_retried")
+        ex.record.decide("upstream", "busy_retried" if status == 503 else "error_retried")
         return Refusal(
             status,
             refused_body,
@@ -222,32 +226,26 @@ class Forwarder:
             target.backend_url,
         )
 
-    def _connect_failed(self, lease: Lease, record: RequestRecord, exc: BaseException) -> None:
+    def _connect_failed(self, ex: Exchange, lease: Lease, exc: BaseException) -> None:
         """A refused or broken connection before any reply: eject, and retry elsewhere."""
         self._state.eject(lease.target.backend_url, f"connect failed: {type(exc).__name__}")
         lease.release(NO_REPLY)
-        record.decide("upstream", "connect_failed")
+        ex.record.decide("upstream", "connect_failed")
 
     async def _stream(
-        self,
-        request: web.Request,
-        upstream: aiohttp.ClientResponse,
-        lease: Lease,
-        strip_usage_chunk: bool,
-        record: RequestRecord,
-        sent_s: float,
+        self, ex: Exchange, upstream: aiohttp.ClientResponse, lease: Lease, sent_s: float
     ) -> web.StreamResponse:
-        target = lease.target
+        target, record = lease.target, ex.record
         status = upstream.status
         response = web.StreamResponse(status=status)
         content_type = upstream.headers.get("Content-Type")
         if content_type is not None:
             response.headers["Content-Type"] = content_type
-        tap = StreamTap(strip_usage_chunk=strip_usage_chunk and status == 200)
+        tap = StreamTap(strip_usage_chunk=ex.strip_usage_chunk and status == 200)
         ttft_s: float | None = None
 
         try:
-            await response.prepare(request)
+            await response.prepare(ex.request)
             try:
                 async for chunk in upstream.content.iter_any():
                     if ttft_s is None:
@@ -267,8 +265,8 @@ class Forwarder:
             record.decide("upstream", "died_mid_reply")
             record.metered = False
             if record.model is not None:  # unmetered, never 0 tokens
-                self._on_usage(record.key, record.model, None, None, None)
-            cut_client(request)
+                self._meter(record.key, record.model, None)
+            cut_client(ex.request)
             return response
         except (asyncio.CancelledError, ConnectionError, aiohttp.ClientConnectionResetError) as exc:
             upstream.close()
@@ -282,50 +280,26 @@ class Forwarder:
             upstream.close()
             lease.release(NO_REPLY)
             record.decide("upstream", "pharos_error")
-            cut_client(request)
+            cut_client(ex.request)
             return response
         finally:
             upstream.release()
-        self._finished(lease, record, status, ttft_s, self._clock.now() - sent_s, usage)
+        self._finished(ex, lease, Feedback(status, ttft_s, self._clock.now() - sent_s, usage))
         return response
 
-    def _finished(
-        self,
-        lease: Lease,
-        record: RequestRecord,
-        status: int,
-        ttft_s: float | None,
-        duration_s: float,
-        usage: Usage | None,
-    ) -> None:
+    def _finished(self, ex: Exchange, lease: Lease, fb: Feedback) -> None:
         """Feedback, decisions and metering of a reply the engine ended cleanly."""
-        prompt = usage.prompt_tokens if usage is not None else None
-        cached = usage.cached_tokens if usage is not None else None
-        completion = usage.completion_tokens if usage is not None else None
-        fb = Feedback(
-            status=status,
-            ttft_s=ttft_s,
-            duration_s=duration_s,
-            prompt_tokens=prompt,
-            cached_tokens=cached,
-            completion_tokens=completion,
-            engine_load_s=usage.engine_load_s if usage is not None else None,
-            engine_prefill_s=usage.engine_prefill_s if usage is not None else None,
-        )
         lease.release(fb)
-        ok = 200 <= status < 300
+        record = ex.record
+        ok = fb.status is not None and 200 <= fb.status < 300
         record.decide("upstream", "ok" if ok else "error_status")
-        record.ttft_s = ttft_s
-        record.prompt_tokens, record.cached_tokens, record.completion_tokens = (
-            prompt,
-            cached,
-            completion,
-        )
+        record.ttft_s = fb.ttft_s
+        record.usage = fb.usage
         if not ok:
             return
         record.decide("prefix", lease.prefix_outcome(fb))
         load = lease.load_outcome(fb)
         if load is not None:
             record.decide("load", load)
-        record.metered = prompt is not None and completion is not None
-        self._on_usage(record.key, lease.request.model, prompt, cached, completion)
+        record.metered = fb.prompt_tokens is not None and fb.completion_tokens is not None
+        self._meter(record.key, lease.request.model, fb.usage)

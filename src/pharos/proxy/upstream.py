@@ -81,14 +81,7 @@ def no_usage(
 ) -> Feedback:
     """Feedback of a reply whose usage Pharos never saw (refused, cut, or never sent)."""
     return Feedback(
-        status,
-        ttft_s,
-        duration_s,
-        None,
-        None,
-        None,
-        died_mid_reply=died_mid_reply,
-        client_left=client_left,
+        status, ttft_s, duration_s, died_mid_reply=died_mid_reply, client_left=client_left
     )
 
 

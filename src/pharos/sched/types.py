@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol
 
+from pharos.engine.usage import Usage
 from pharos.prefix import Chain, Match, Source
 from pharos.state.view import TargetView
 
@@ -74,11 +75,7 @@ class Feedback:
     status: int | None  # engine HTTP status; None = never answered (connect failed)
     ttft_s: float | None
     duration_s: float | None
-    prompt_tokens: int | None
-    cached_tokens: int | None
-    completion_tokens: int | None
-    engine_load_s: float | None = None
-    engine_prefill_s: float | None = None
+    usage: Usage | None = None  # what the reply's usage line said; None = no usage seen
     died_mid_reply: bool = False
     client_left: bool = False
 
@@ -86,8 +83,28 @@ class Feedback:
     def succeeded(self) -> bool:
         return self.status is not None and 200 <= self.status < 300 and not self.died_mid_reply
 
+    @property
+    def prompt_tokens(self) -> int | None:
+        return None if self.usage is None else self.usage.prompt_tokens
 
-ABANDONED = Feedback(None, None, None, None, None, None)
+    @property
+    def cached_tokens(self) -> int | None:
+        return None if self.usage is None else self.usage.cached_tokens
+
+    @property
+    def completion_tokens(self) -> int | None:
+        return None if self.usage is None else self.usage.completion_tokens
+
+    @property
+    def engine_load_s(self) -> float | None:
+        return None if self.usage is None else self.usage.engine_load_s
+
+    @property
+    def engine_prefill_s(self) -> float | None:
+        return None if self.usage is None else self.usage.engine_prefill_s
+
+
+ABANDONED = Feedback(None, None, None)
 """A lease granted to a request that was cancelled before it could use it."""
 
 

@@ -70,7 +70,7 @@ class State:
         self._backends: dict[str, BackendRuntime] = {}
         self._removed: OrderedDict[str, BackendRuntime] = OrderedDict()
         self._waiting_first_round: set[str] | None = None  # None: set_backends not called yet
-        self._ready = False
+        self._ready = asyncio.Event()
         self._started = False
 
     # --- lifecycle -------------------------------------------------------------------------
@@ -93,6 +93,11 @@ class State:
     def ready(self) -> bool:
         """Latched once every backend of the first set finished one round, answered or not:
         an instance whose only backend is dead still becomes ready (and answers 503s)."""
+        return self._ready.is_set()
+
+    @property
+    def ready_event(self) -> asyncio.Event:
+        """Set with `ready`: `serve` awaits it, /healthz reads it. Only State sets it."""
         return self._ready
 
     def set_backends(self, specs: Sequence[BackendSpec]) -> None:
@@ -144,8 +149,8 @@ class State:
                 self._registry.forget(record)
 
     def _check_ready(self) -> None:
-        if not self._ready and self._waiting_first_round == set():
-            self._ready = True
+        if not self._ready.is_set() and self._waiting_first_round == set():
+            self._ready.set()
 
     # --- rounds (run by the scraper) -------------------------------------------------------
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Sequence
 
 import aiohttp
 
 from pharos.engine import Kind, ResolveError, detect
 from pharos.state import BackendSpec
+
+log = logging.getLogger("pharos")
 
 DEFAULT_PORTS: tuple[tuple[int, str], ...] = (
     (11434, "Ollama"),
@@ -17,6 +20,12 @@ DEFAULT_PORTS: tuple[tuple[int, str], ...] = (
     (30000, "SGLang"),
 )
 DEFAULT_PORT_NUMBERS: tuple[int, ...] = tuple(port for port, _ in DEFAULT_PORTS)
+PROBE_TIMEOUT_S = 1.5
+
+HOW_TO_CONFIGURE = (
+    "start an engine on one of those ports and restart, or write a config file listing "
+    "your backends and run `pharos serve --config FILE` (see `pharos serve --help`)"
+)
 
 
 def describe_ports(ports: Sequence[tuple[int, str]]) -> str:
@@ -36,7 +45,7 @@ async def discover_local(
     *,
     host: str = "127.0.0.1",
     ports: Sequence[int] = DEFAULT_PORT_NUMBERS,
-    timeout_s: float = 1.5,
+    timeout_s: float = PROBE_TIMEOUT_S,
 ) -> list[BackendSpec]:
     """A backend for every port where an engine answers, with the kind it showed.
 
@@ -50,3 +59,19 @@ async def discover_local(
         for url, kind in zip(urls, kinds, strict=True)
         if kind is not None
     ]
+
+
+async def zero_config_backends(host: str, ports: Sequence[int]) -> list[BackendSpec]:
+    """Probe host:ports (with a session of its own, closed after) and say what answered,
+    or how to configure when nothing did."""
+    described = describe_ports([(port, "") for port in ports])
+    log.info("zero-config: no --config given; looking for engines on %s ports %s", host, described)
+    async with aiohttp.ClientSession() as session:
+        found = await discover_local(session, host=host, ports=ports)
+    for spec in found:
+        log.info("zero-config: found %s at %s", spec.kind.value, spec.url)
+    if not found:
+        log.warning(
+            "zero-config: no engine answered on %s ports %s; %s", host, described, HOW_TO_CONFIGURE
+        )
+    return found

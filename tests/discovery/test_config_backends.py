@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pharos.cmd.wiring import backend_specs, own_probes
 from pharos.config import BYTES_PER_GB, ConfigError, parse_config
+from pharos.discovery.static import backend_specs, own_probes
 from pharos.engine.types import Kind, Load, Signal
 
 CONFIG = r"""

@@ -1,0 +1,65 @@
+"""The live key table: built from config, swapped whole on reload, asked by every route.
+
+Proxy and obs both authenticate through one KeyRing, so a reload that drops a key
+locks it out of /v1 and /status in the same step.
+"""
+
+from __future__ import annotations
+
+from aiohttp import web
+
+from pharos.config import Config
+from pharos.proxy.auth import KeyEntry, KeyTable
+from pharos.proxy.errors import ClientError
+
+UNAUTHORIZED = ClientError(
+    401,
+    "Incorrect API key provided. Send it as `Authorization: Bearer <key>`.",
+    "invalid_request_error",
+    "invalid_api_key",
+    None,
+    ("admission", "unauthorized"),
+)
+
+
+def key_entries(config: Config) -> list[KeyEntry]:
+    """The config's keys as the proxy's key table holds them (SHA-256 only)."""
+    return [
+        KeyEntry(
+            name=key.name,
+            sha256=key.sha256,
+            rpm=key.rpm,
+            tokens_per_day=key.tokens_per_day,
+            weight=key.weight,
+            models=frozenset(key.models),
+            admin=key.admin,
+        )
+        for key in config.keys
+    ]
+
+
+def key_table(config: Config) -> KeyTable:
+    """No keys configured: an open table (every client is one anonymous admin key)."""
+    return KeyTable.from_entries(key_entries(config)) if config.keys else KeyTable.open()
+
+
+class KeyRing:
+    """Holds the current KeyTable; `replace` swaps in a new one in one step."""
+
+    def __init__(self, table: KeyTable) -> None:
+        self._table = table
+
+    @property
+    def table(self) -> KeyTable:
+        return self._table
+
+    def replace(self, table: KeyTable) -> None:
+        self._table = table
+
+    def authenticate(self, request: web.Request) -> KeyEntry:
+        key = self._table.lookup(
+            request.headers.get("Authorization"), request.headers.get("x-api-key")
+        )
+        if key is None:
+            raise UNAUTHORIZED
+        return key
