@@ -7,8 +7,8 @@ import signal
 import aiohttp
 import pytest
 
-from pharos.discovery.local import DEFAULT_PORTS, describe_ports, discover_local
 from pharos.cmd.serve import parse_ports
+from pharos.discovery.local import DEFAULT_PORTS, describe_ports, discover_local
 from pharos.engine.types import Kind
 from pharos.fakeengine import FakeOllama, FakeVLLM, no_sleep, serve
 from tests.cmd.serve_procs import free_port, pharos_process, poll_status
