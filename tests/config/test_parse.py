@@ -67,7 +67,7 @@ peers:
 
 
 def parse(text: str) -> Config:
-    return parse_config(text, "pharos.yaml", library_names=LIBRARY)
+    return parse_config(text, "pharos.yaml", library_names=LIBRARY, unbuilt=())
 
 
 def problems_of(text: str) -> tuple[str, ...]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Hashable, Set
+from collections.abc import Collection, Hashable, Set
 from pathlib import Path
 from typing import Any
 
@@ -12,7 +12,7 @@ import msgspec
 import yaml
 
 from pharos.config.own_probes import library_probe_names
-from pharos.config.rules import check
+from pharos.config.rules import NOT_BUILT, check
 from pharos.config.schema import ENUM_CHOICES, Config, field_names
 from pharos.config.values import decode_hook
 
@@ -52,9 +52,14 @@ _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _c
 
 
 def parse_config(
-    text: str, source: str = "config", *, library_names: Set[str] | None = None
+    text: str,
+    source: str = "config",
+    *,
+    library_names: Set[str] | None = None,
+    unbuilt: Collection[str] = NOT_BUILT,
 ) -> Config:
-    """Parses config text. `library_names` defaults to the engine's built-in probe names."""
+    """Parses config text. `library_names` defaults to the engine's built-in probe names;
+    `unbuilt` to every setting this version cannot honour yet (rules.NOT_BUILT)."""
     try:
         document = yaml.load(text, Loader=_StrictLoader)  # a safe loader
     except yaml.YAMLError as err:
@@ -68,7 +73,7 @@ def parse_config(
     except msgspec.ValidationError as err:
         raise ConfigError(source, [translate_validation_error(str(err))]) from None
     names = library_probe_names() if library_names is None else library_names
-    config, problems = check(config, names)
+    config, problems = check(config, names, unbuilt)
     if problems:
         raise ConfigError(source, problems)
     return config
