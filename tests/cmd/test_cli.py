@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from pharos.cmd.keys import new_key
 from pharos.cmd.main import main
 from pharos.config import parse_config
 from pharos.proxy.auth import hash_key
+from pharos.proxy.keys import new_key
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:

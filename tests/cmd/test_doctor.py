@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from pharos.cmd.doctor_report import route_served
 from pharos.cmd.main import main
+from pharos.doctor.report import route_served
 from tests.cmd.replay import (
     Reply,
     Routes,

@@ -12,8 +12,8 @@ import aiohttp
 import pytest
 
 from pharos.cmd.runtime import Pharos, running
-from pharos.cmd.serve import reload_config, reload_if_changed, watch_config
 from pharos.config import load_config
+from pharos.config.watch import reload_config, reload_if_changed, watch_config
 from pharos.fakeengine import FakeVLLM, no_sleep, serve
 from pharos.proxy.auth import hash_key
 
@@ -207,7 +207,7 @@ async def test_the_watcher_survives_an_unexpected_error_and_keeps_watching(
             raise asyncio.CancelledError
         await asyncio.sleep(0)
 
-    monkeypatch.setattr("pharos.cmd.serve.reload_if_changed", flaky_reload)
+    monkeypatch.setattr("pharos.config.watch.reload_if_changed", flaky_reload)
     with caplog.at_level(logging.ERROR, logger="pharos"), pytest.raises(asyncio.CancelledError):
         await watch_config(pharos, path, sleep=three_ticks)
     assert polls == [0, 1, 2]  # the error on the first poll did not end the loop

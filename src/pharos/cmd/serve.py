@@ -25,6 +25,7 @@ from aiohttp import web
 
 from pharos.cmd.runtime import Pharos
 from pharos.config import Config, ConfigError, Drain, Duration, HostPort, load_config
+from pharos.config.watch import watch_config
 from pharos.discovery.local import (
     DEFAULT_PORT_NUMBERS,
     DEFAULT_PORTS,
@@ -36,7 +37,6 @@ from pharos.peer.statefile import StateFileError, read_state_file_async, write_s
 log = logging.getLogger("pharos")
 
 STATE_FILE_INTERVAL_S = 30.0
-CONFIG_POLL_INTERVAL_S = 10.0
 READY_TIMEOUT_S = 15.0
 SECOND_SIGNAL_STATUS = 1
 ZERO_CONFIG_LISTEN = HostPort("127.0.0.1", 8090)
@@ -317,56 +317,3 @@ async def write_state_periodically(
             await save_state_file(pharos, path)
         except Exception:  # a bug here must not end the writer for the process's lifetime
             log.exception("state file write failed; trying again in %.0fs", interval_s)
-
-
-# ---- hot reload (§10) --------------------------------------------------------------------
-
-
-async def reload_config(pharos: Pharos, path: Path) -> bool:
-    """Re-read the file and apply it; False (logged) when it doesn't parse: the running
-    config stays. Keys, quotas and static backends apply live; other changed sections
-    are logged as needing a restart."""
-    try:
-        new = await asyncio.to_thread(load_config, path)
-        pending = pharos.apply_config(new)
-    except ConfigError as err:
-        log.error("config reload failed; the running config stays:\n%s", err)
-        return False
-    log.info("config reloaded: %d keys, %d backends", len(new.keys), len(new.backends))
-    for section in pending:
-        log.warning("config reload: `%s` changed and needs a restart to take effect", section)
-    return True
-
-
-async def reload_if_changed(pharos: Pharos, path: Path, last_mtime_ns: int | None) -> int | None:
-    """One poll of the watcher: reload when the modification time moved; returns the
-    modification time seen (None when the file is gone, which keeps the running config)."""
-    mtime_ns = _mtime_ns(path)
-    if mtime_ns is not None and mtime_ns != last_mtime_ns:
-        await reload_config(pharos, path)
-    return mtime_ns if mtime_ns is not None else last_mtime_ns
-
-
-async def watch_config(
-    pharos: Pharos,
-    path: Path | None,
-    interval_s: float = CONFIG_POLL_INTERVAL_S,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> None:
-    if path is None:
-        return
-    last_mtime_ns = _mtime_ns(path)
-    while True:
-        await sleep(interval_s)
-        try:
-            last_mtime_ns = await reload_if_changed(pharos, path, last_mtime_ns)
-        except Exception:  # a bug here must not end the watcher; the running config stays
-            log.exception("config reload failed; the running config stays")
-            last_mtime_ns = _mtime_ns(path)
-
-
-def _mtime_ns(path: Path) -> int | None:
-    try:
-        return path.stat().st_mtime_ns
-    except OSError:
-        return None

@@ -1,4 +1,5 @@
-"""The live key table: built from config, swapped whole on reload, asked by every route.
+"""Client keys: new ones (`pharos keys new`), the table built from config, and the live
+table swapped whole on reload and asked by every route.
 
 Proxy and obs both authenticate through one KeyRing, so a reload that drops a key
 locks it out of /v1 and /status in the same step.
@@ -6,11 +7,29 @@ locks it out of /v1 and /status in the same step.
 
 from __future__ import annotations
 
+import re
+import secrets
+
 from aiohttp import web
 
 from pharos.config import Config
-from pharos.proxy.auth import KeyEntry, KeyTable
+from pharos.proxy.auth import KeyEntry, KeyTable, hash_key
 from pharos.proxy.errors import ClientError
+
+KEY_PREFIX = "pk-"
+KEY_BYTES = 32
+KEY_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@-]*")
+"""A key name: how usage is recorded."""
+
+
+def new_key() -> str:
+    """A new client key: `pk-` + 32 random bytes, URL-safe base64."""
+    return KEY_PREFIX + secrets.token_urlsafe(KEY_BYTES)
+
+
+def key_entry_yaml(name: str, key: str) -> str:
+    return f'  - name: {name}\n    sha256: "{hash_key(key)}"\n'
+
 
 UNAUTHORIZED = ClientError(
     401,
