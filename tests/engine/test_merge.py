@@ -36,7 +36,7 @@ def resident(**states: Residency) -> Snapshot:
 
 
 def whole(**fields: int) -> Snapshot:
-    return Snapshot(loads=MappingProxyType({"": Load(**fields)}))  # type: ignore[arg-type]
+    return Snapshot(loads=MappingProxyType({"": Load(**fields)}))
 
 
 RUN_A = prom("run-a", "/a", Signal.RUNNING, "a")

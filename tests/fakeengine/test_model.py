@@ -70,6 +70,7 @@ async def test_repeat_prompt_is_cached(
     assert first.prompt_tokens == second.prompt_tokens
     assert first.cached_tokens == 0
     assert second.cached_tokens is not None and second.prompt_tokens is not None
+    assert first.prompt_tokens is not None
     assert 0 < second.cached_tokens < second.prompt_tokens  # one token is always computed
     assert fake.counters.prompt_tokens_prefilled == 2 * first.prompt_tokens - second.cached_tokens
 

@@ -53,7 +53,8 @@ class FakeTargets:
     def __init__(self) -> None:
         self.views: dict[int, TargetView] = {}
         self.listed: set[str] = set()
-        self.observed: list[tuple[int, float | None, float | None, float | None]] = []
+        self.observed: list[tuple[int, object, object, object]] = []
+        """(target id, prefill s/token, load s, service s): objects, to compare with approx."""
         self.succeeded: list[tuple[int, float]] = []
 
     def add(self, view: TargetView) -> TargetView:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import asyncio
 from collections.abc import Callable
 
@@ -45,7 +47,7 @@ async def test_unknown_model_when_no_backend_ever_listed_it(sched: Scheduler):
 
 @pytest.mark.parametrize("change", [{"up": False}, {"draining": True}], ids=["down", "draining"])
 async def test_unavailable_when_no_up_backend_serves_it(
-    sched: Scheduler, targets: FakeTargets, change: dict[str, bool]
+    sched: Scheduler, targets: FakeTargets, change: dict[str, Any]
 ):
     targets.add(make_view(1, **change))
     with pytest.raises(Unavailable) as info:

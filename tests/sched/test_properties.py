@@ -28,7 +28,7 @@ ops_st = st.lists(
 
 @settings(max_examples=60, deadline=None)
 @given(ops=ops_st)
-def test_no_lease_is_lost_or_double_released(ops: list[tuple[str, object, object]]):
+def test_no_lease_is_lost_or_double_released(ops: list[tuple[str, int | str, object]]):
     async def scenario() -> None:
         clock = FakeClock()
         targets = FakeTargets()

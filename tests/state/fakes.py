@@ -67,6 +67,16 @@ def snap(
     )
 
 
+NO_SESSION: Any = None
+"""State's scrape session: the fake resolve and scrape functions never touch it."""
+
+
+def engine_fns(engine: FakeEngine) -> dict[str, Any]:
+    """The fake's resolve and scrape as State's resolve_fn and scrape_fn (they return
+    FakePlan and FakeResult, which State only hands back to the same fake)."""
+    return {"resolve_fn": engine.resolve, "scrape_fn": engine.scrape}
+
+
 class FakeEngine:
     """One fake backend per URL: what the next resolve / scrape will read."""
 
@@ -202,12 +212,11 @@ def make_state(
         extra["sleep"] = sleep
     state = State(
         clock,
-        None,
+        NO_SESSION,
         options or StateOptions(),
         on_round=rounds.append,
         on_decision=lambda url, stage, outcome: decisions.append((url, stage, outcome)),
-        resolve_fn=engine.resolve,
-        scrape_fn=engine.scrape,
+        **engine_fns(engine),
         follow_line_fn=fake_follow_line,
         apply_aliases_fn=fake_aliases,
         open_log_feed=open_log_feed,

@@ -12,7 +12,7 @@ from tests.state.fakes import URL, URL_B, make_state, snap, spec
 LOADED = Residency.LOADED
 
 
-async def _two_backends():  # type: ignore[no-untyped-def]
+async def _two_backends():
     h = make_state()
     h.engine.snapshots[URL] = snap(models={"m": LOADED})
     h.engine.snapshots[URL_B] = snap(models={"m": LOADED, "n": LOADED})
@@ -84,6 +84,7 @@ async def test_only_the_last_32_removed_are_remembered() -> None:
         await h.state.run_round(url)
     first = h.state.target_id_of(f"{urls[0]} m")
     last = h.state.target_id_of(f"{urls[-1]} m")
+    assert first is not None and last is not None
     h.state.observe(first, service_s=1.0)
     h.state.observe(last, service_s=1.0)
     for index in range(len(urls)):  # removed one by one, oldest first

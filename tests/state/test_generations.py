@@ -9,7 +9,7 @@ LOADED = Residency.LOADED
 COLD = Residency.COLD
 
 
-async def _full_round(h, snapshot) -> None:  # type: ignore[no-untyped-def]
+async def _full_round(h, snapshot) -> None:
     """Run rounds until the next full one has read `snapshot`."""
     h.engine.snapshots[URL] = snapshot
     while True:
@@ -19,7 +19,7 @@ async def _full_round(h, snapshot) -> None:  # type: ignore[no-untyped-def]
             return
 
 
-async def _setup(models):  # type: ignore[no-untyped-def]
+async def _setup(models):
     h = make_state()
     h.engine.snapshots[URL] = snap(models=models)
     h.state.set_backends([spec()])
@@ -27,7 +27,7 @@ async def _setup(models):  # type: ignore[no-untyped-def]
     return h
 
 
-def _gen(h, model: str) -> int:  # type: ignore[no-untyped-def]
+def _gen(h, model: str) -> int:
     target_id = h.state.target_id_of(f"{URL} {model}")
     generation = h.state.generation_of(target_id)
     assert generation is not None
@@ -91,9 +91,9 @@ async def test_reply_shows_model_loaded_until_next_full_round() -> None:
     h.clock.advance(0.5)
     await h.state.run_round(URL)  # a fast round has no say on residency
     assert h.engine.calls[-1][1] == "fast"
-    assert h.state.target(target_id, h.clock.now()).residency is LOADED  # type: ignore[union-attr]
+    assert h.state.target(target_id, h.clock.now()).residency is LOADED
     await _full_round(h, snap(models={"a": COLD}))
-    assert h.state.target(target_id, h.clock.now()).residency is COLD  # type: ignore[union-attr]
+    assert h.state.target(target_id, h.clock.now()).residency is COLD
     assert _gen(h, "a") == 1  # it was loaded by the reply, then went cold
 
 

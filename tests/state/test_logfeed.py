@@ -20,7 +20,7 @@ async def _settle(feed: LineFeed) -> None:
     await asyncio.sleep(0)
 
 
-async def _setup(loads: dict[str, Load] | None = None):  # type: ignore[no-untyped-def]
+async def _setup(loads: dict[str, Load] | None = None):
     feeds: list[LineFeed] = []
 
     async def opener(url: str) -> LineFeed:

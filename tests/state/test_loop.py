@@ -8,7 +8,16 @@ import random
 from pharos.clock import FakeClock
 from pharos.engine.types import Residency
 from pharos.state import State, StateOptions
-from tests.state.fakes import URL, FakeEngine, fake_aliases, fake_follow_line, snap, spec
+from tests.state.fakes import (
+    NO_SESSION,
+    URL,
+    FakeEngine,
+    engine_fns,
+    fake_aliases,
+    fake_follow_line,
+    snap,
+    spec,
+)
 
 
 async def _run_loop(seed: int, rounds: int) -> tuple[list[float], list[str]]:
@@ -28,10 +37,9 @@ async def _run_loop(seed: int, rounds: int) -> tuple[list[float], list[str]]:
 
     state = State(
         clock,
-        None,
+        NO_SESSION,
         StateOptions(),
-        resolve_fn=engine.resolve,
-        scrape_fn=engine.scrape,
+        **engine_fns(engine),
         follow_line_fn=fake_follow_line,
         apply_aliases_fn=fake_aliases,
         rng=random.Random(seed),
@@ -63,9 +71,8 @@ def test_rounds_per_full_is_at_least_one() -> None:
 async def test_stop_without_start_is_harmless() -> None:
     state = State(
         FakeClock(),
-        None,
-        resolve_fn=FakeEngine().resolve,
-        scrape_fn=FakeEngine().scrape,
+        NO_SESSION,
+        **engine_fns(FakeEngine()),
         follow_line_fn=fake_follow_line,
         apply_aliases_fn=fake_aliases,
     )

@@ -6,7 +6,7 @@ from pharos.engine.types import Load, Residency
 from tests.state.fakes import URL, make_state, snap, spec
 
 
-async def _setup():  # type: ignore[no-untyped-def]
+async def _setup():
     h = make_state()
     h.engine.snapshots[URL] = snap(models={"m": Residency.LOADED}, loads={"m": Load(running=1)})
     h.state.set_backends([spec()])

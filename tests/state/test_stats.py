@@ -26,7 +26,7 @@ def test_stats_unknown_without_samples_and_per_stat() -> None:
     assert stats.prefill_s_per_token is None
 
 
-async def _state_with_target():  # type: ignore[no-untyped-def]
+async def _state_with_target():
     h = make_state()
     h.engine.snapshots[URL] = snap(models={"m": Residency.LOADED})
     h.state.set_backends([spec()])
