@@ -71,7 +71,7 @@ def bench_lookup_and_record() -> None:
         for k in range(2 + n % 3):
             index.record(chain, (n + k) % TARGETS, 1, clock.now() + k)
 
-    def generation_of(target_id: int) -> int | None:
+    def generation_of(_target_id: int) -> int | None:
         return 1
 
     lookups = []

@@ -35,26 +35,19 @@ class StaticTargets:
         for view in views:
             self._by_backend.setdefault(view.backend_url, []).append(view)
 
-    def targets_for_model(self, model: str, now: float) -> Sequence[TargetView]:
+    def targets_for_model(self, _model: str, _now: float) -> Sequence[TargetView]:
         return self._views
 
-    def targets_of_backend(self, backend_url: str, now: float) -> Sequence[TargetView]:
+    def targets_of_backend(self, backend_url: str, _now: float) -> Sequence[TargetView]:
         return self._by_backend.get(backend_url, [])
 
-    def model_listed(self, model: str) -> bool:
+    def model_listed(self, _model: str) -> bool:
         return True
 
-    def observe(
-        self,
-        target_id: int,
-        *,
-        prefill_s_per_token: float | None = None,
-        load_s: float | None = None,
-        service_s: float | None = None,
-    ) -> None:
+    def observe(self, _target_id: int, **_estimates: float | None) -> None:
         return None
 
-    def reply_succeeded(self, target_id: int, now: float) -> None:
+    def reply_succeeded(self, _target_id: int, _now: float) -> None:
         return None
 
 

@@ -35,7 +35,7 @@ async def test_demo_serves_chats_lists_its_models_and_stops_cleanly_on_ctrl_c() 
 
 async def test_demo_on_a_port_in_use_says_so_and_exits_1() -> None:
     port = free_port()
-    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", port)
+    server = await asyncio.start_server(lambda _reader, writer: writer.close(), "127.0.0.1", port)
     try:
         async with pharos_process("demo", "--listen", f"127.0.0.1:{port}") as demo:
             assert await demo.wait() == 1

@@ -173,16 +173,16 @@ async def test_unusable_config_values_are_named(tmp_path: Path, text: str, says:
     assert "Traceback" not in process.output
 
 
-async def test_bad_listen_is_a_clear_error(tmp_path: Path) -> None:
+async def test_bad_listen_is_a_clear_error() -> None:
     async with pharos_process("serve", "--listen", "localhost", "--discover-ports", "1") as proc:
         assert await proc.wait() == 2
     assert "--listen" in proc.output and "like :8090 or 127.0.0.1:8090" in proc.output
     assert "Traceback" not in proc.output
 
 
-async def test_a_port_in_use_says_so_and_exits_1(tmp_path: Path) -> None:
+async def test_a_port_in_use_says_so_and_exits_1() -> None:
     port = free_port()
-    server = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", port)
+    server = await asyncio.start_server(lambda _reader, writer: writer.close(), "127.0.0.1", port)
     try:
         async with pharos_process(
             "serve", "--listen", f"127.0.0.1:{port}", "--discover-ports", str(free_port())

@@ -119,11 +119,21 @@ async def test_no_state_file_yet_is_not_an_error(
 async def test_the_state_file_is_written_periodically(tmp_path: Path) -> None:
     path = tmp_path / "pharos.state"
     instance = Instance("http://127.0.0.1:9")
-    writer = asyncio.create_task(write_state_periodically(instance.pharos, path, interval_s=0.01))
+    ticks: list[float] = []
+    written = asyncio.Event()
+
+    async def tick(interval_s: float) -> None:
+        """The writer's sleep: the second one comes after the first write."""
+        ticks.append(interval_s)
+        if len(ticks) == 2:
+            written.set()
+            await asyncio.Event().wait()
+
+    writer = asyncio.create_task(write_state_periodically(instance.pharos, path, sleep=tick))
     try:
         async with asyncio.timeout(10):
-            while not path.exists():
-                await asyncio.sleep(0.01)
+            await written.wait()
+        assert path.exists()
     finally:
         writer.cancel()
         await asyncio.gather(writer, return_exceptions=True)

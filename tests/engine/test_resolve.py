@@ -218,7 +218,7 @@ async def test_capacity_past_float_range_drops_only_that_probe() -> None:
 
 
 async def test_a_probe_that_raises_an_unexpected_error_is_dropped_not_fatal() -> None:
-    def broken(body: bytes) -> Snapshot:
+    def broken(_body: bytes) -> Snapshot:
         raise KeyError("a bug in an own probe")
 
     own = Probe("my-broken", Signal.RUNNING, Feed(path="/metrics"), broken, own=True)

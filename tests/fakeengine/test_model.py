@@ -110,11 +110,9 @@ async def test_llamacpp_slot_beside_the_prefix_prefills_in_full(
         await _chat_usage(session, url, "m", LONG)
         fake.hold()
         held = asyncio.create_task(_chat_usage(session, url, "m", LONG))
-        while fake.running() < 1:
-            await asyncio.sleep(0)
+        await fake.until(lambda: fake.running() == 1)
         beside = asyncio.create_task(_chat_usage(session, url, "m", LONG))
-        while fake.running() < 2:
-            await asyncio.sleep(0)
+        await fake.until(lambda: fake.running() == 2)
         fake.release()
         first, second = await held, await beside
     assert first.cached_tokens is not None and first.cached_tokens > 0
@@ -131,8 +129,7 @@ async def test_hold_keeps_requests_running_and_queues_the_rest(
             asyncio.create_task(_chat_usage(session, url, "qwen2.5-0.5b", f"q{i}"))
             for i in range(3)
         ]
-        while fake.running() + fake.waiting() < 3:
-            await asyncio.sleep(0)
+        await fake.until(lambda: fake.running() + fake.waiting() == 3)
         async with session.get(url + "/metrics") as response:
             metrics = await response.text()
         assert 'vllm:num_requests_running{engine="0",model_name="qwen2.5-0.5b"} 2.0' in metrics

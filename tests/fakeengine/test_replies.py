@@ -3,6 +3,7 @@ with the capture's keys and line structure (spec §14 layer 3)."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -193,7 +194,7 @@ async def test_status_bodies_have_the_recorded_keys(
     async with serve(fake) as url, session.get(url + path) as response:
         served = await response.read()
     assert response.status == 200
-    assert line_shapes(served) == line_shapes(capture_file.read_bytes())
+    assert line_shapes(served) == line_shapes(await asyncio.to_thread(capture_file.read_bytes))
 
 
 async def test_ollama_ps_loaded_like_the_capture(session: aiohttp.ClientSession) -> None:
@@ -220,7 +221,7 @@ async def test_metrics_series_are_recorded_series(
 ) -> None:
     async with serve(factory(sleep=no_sleep)) as url, session.get(url + "/metrics") as response:
         served = await response.text()
-    recorded = capture_file.read_text()
+    recorded = await asyncio.to_thread(capture_file.read_text)
     assert set(_metric_names(served)) <= set(_metric_names(recorded))
     comments = [line for line in served.splitlines() if line.startswith("#")]
     assert set(comments) <= set(recorded.splitlines())

@@ -92,8 +92,7 @@ async def prepare(
             pending.append(
                 asyncio.create_task(session.post(url + "/v1/chat/completions", json=body))
             )
-        while fake.running() + fake.waiting() < 4:
-            await asyncio.sleep(0)
+        await fake.until(lambda: fake.running() + fake.waiting() == 4)
     return pending
 
 

@@ -54,10 +54,11 @@ async def chromium(profile: Path, *args: str) -> bytes:
 
 
 async def screenshot(profile: Path, url: str, path: Path, width: int, height: int) -> None:
-    path.unlink(missing_ok=True)
+    await asyncio.to_thread(path.unlink, missing_ok=True)
     await chromium(profile, f"--window-size={width},{height}", f"--screenshot={path}", url)
-    assert path.stat().st_size > 10_000, f"{path} looks empty"
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    png = await asyncio.to_thread(path.read_bytes)
+    assert len(png) > 10_000, f"{path} looks empty"
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 @pytest.fixture

@@ -178,7 +178,7 @@ MANY_IDS = {key: n + 1 for n, key in enumerate(MANY_KEYS)}
 
 def _apply(ops: list[PrefixOp], ids: dict[str, int], cap: int = 10_000) -> PrefixIndex:
     index = PrefixIndex(cap_entries=cap, clock=FakeClock())
-    index.merge(ops, ids.get, lambda target_id: 1)
+    index.merge(ops, ids.get, lambda _target_id: 1)
     return index
 
 
@@ -253,7 +253,9 @@ def test_a_removal_applied_last_leaves_the_target_absent(
 ) -> None:
     index = _apply(ops, MANY_IDS)
     index.merge(
-        [PrefixOp(removed_key, list(range(12)), 0.0, remove=True)], MANY_IDS.get, lambda t: 1
+        [PrefixOp(removed_key, list(range(12)), 0.0, remove=True)],
+        MANY_IDS.get,
+        lambda _target_id: 1,
     )
     assert all(target_id != MANY_IDS[removed_key] for _, target_id in _memberships(index))
 

@@ -65,10 +65,10 @@ class FakeTargets:
     def update(self, target_id: int, **kw: Any) -> None:
         self.views[target_id] = dataclasses.replace(self.views[target_id], **kw)
 
-    def targets_for_model(self, model: str, now: float) -> Sequence[TargetView]:
+    def targets_for_model(self, model: str, _now: float) -> Sequence[TargetView]:
         return [v for v in self.views.values() if v.model == model]
 
-    def targets_of_backend(self, backend_url: str, now: float) -> Sequence[TargetView]:
+    def targets_of_backend(self, backend_url: str, _now: float) -> Sequence[TargetView]:
         return [v for v in self.views.values() if v.backend_url == backend_url]
 
     def model_listed(self, model: str) -> bool:

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 

@@ -26,7 +26,7 @@ async def settle() -> None:
 
 
 async def grant_order(
-    sched: Scheduler, first: Lease, tasks: dict[asyncio.Task[Lease], str], grants: int
+    first: Lease, tasks: dict[asyncio.Task[Lease], str], grants: int
 ) -> list[str]:
     """Free the one slot `grants` times and return which key got each grant."""
     order: list[str] = []
@@ -57,7 +57,7 @@ def run_drr(weights: dict[str, int], arrivals: list[str], grants: int) -> list[s
         }
         await settle()
         assert sched.waiting_count() == len(arrivals)
-        return await grant_order(sched, first, tasks, grants)
+        return await grant_order(first, tasks, grants)
 
     return asyncio.run(scenario())
 

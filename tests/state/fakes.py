@@ -16,7 +16,7 @@ URL = "http://gpu-a:8000"
 URL_B = "http://gpu-b:11434"
 
 
-def _no_parse(body: bytes) -> Snapshot:
+def _no_parse(_body: bytes) -> Snapshot:
     return Snapshot()
 
 
@@ -92,13 +92,12 @@ class FakeEngine:
 
     async def resolve(
         self,
-        session: Any,
+        _session: Any,
         url: str,
         kind: Kind,
         *,
-        own: Any = (),
         has_log_feed: bool = False,
-        timeout_s: float = 3.0,
+        **_unused: Any,  # own probes and the timeout: the fake answers at once
     ) -> tuple[FakePlan, Snapshot]:
         self.calls.append((url, "resolve"))
         if url in self.down:
@@ -117,11 +116,11 @@ class FakeEngine:
     async def scrape(
         self,
         plan: FakePlan,
-        session: Any,
+        _session: Any,
         url: str,
         *,
         fast_only: bool = False,
-        timeout_s: float = 0.8,
+        **_unused: Any,  # the timeout: the fake answers at once
     ) -> FakeResult:
         self.calls.append((url, "fast" if fast_only else "full"))
         if self.during_scrape is not None:
@@ -140,7 +139,7 @@ class FakeEngine:
         )
 
 
-def fake_follow_line(plan: Any, line: bytes) -> Snapshot | None:
+def fake_follow_line(_plan: Any, line: bytes) -> Snapshot | None:
     """`parallel=N` -> whole-backend capacity; `unloaded M` -> M cold; `running=N`."""
     text = line.decode()
     if text.startswith("parallel="):

@@ -39,9 +39,7 @@ def _bodies() -> dict[str, bytes]:
 pytestmark = pytest.mark.skipif(not OLLAMA.is_dir(), reason="captures not found")
 
 
-async def test_ollama_capture_end_to_end(
-    aiohttp_server: Callable[..., Any], tmp_path: Path
-) -> None:
+async def test_ollama_capture_end_to_end(aiohttp_server: Callable[..., Any]) -> None:
     bodies = _bodies()
 
     async def handler(request: web.Request) -> web.Response:
@@ -58,7 +56,7 @@ async def test_ollama_capture_end_to_end(
     capacities: list[int | None] = []
     holder: dict[str, State] = {}
 
-    async def sleep(delay_s: float) -> None:  # the feed reached the end of the file
+    async def sleep(_delay_s: float) -> None:  # the feed reached the end of the file
         (view,) = holder["state"].targets_for_model(MODEL, clock.now())
         capacities.append(view.capacity)
         raise RuntimeError("stop following")

@@ -17,7 +17,7 @@ async def test_file_feed_values_and_restart(tmp_path: Path) -> None:
     seen: list[int | None] = []
     holder: dict[str, Any] = {}
 
-    async def sleep(delay_s: float) -> None:
+    async def sleep(_delay_s: float) -> None:
         state = holder["state"]
         (view,) = state.targets_for_model("m", 0.0)
         seen.append(view.capacity)

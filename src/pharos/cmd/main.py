@@ -145,7 +145,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--name", required=True, help="who the key is for; usage is recorded by it"
     )
     keys_new.set_defaults(run=lambda args: keys.run_keys_new(args, sys.stdout, sys.stderr))
-    keys_parser.set_defaults(run=lambda args: _usage_error(keys_parser))
+    keys_parser.set_defaults(run=lambda _args: _usage_error(keys_parser))
     return parser
 
 

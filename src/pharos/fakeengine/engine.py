@@ -68,8 +68,16 @@ class Killed(ConnectionResetError):
 class Runner:
     """One loaded model: its slots and the engine-side queue in front of them."""
 
-    def __init__(self, model: FakeModel, slots: int, ledger: Ledger, now_s: float) -> None:
+    def __init__(
+        self,
+        model: FakeModel,
+        slots: int,
+        ledger: Ledger,
+        now_s: float,
+        on_change: Callable[[], None] = lambda: None,
+    ) -> None:
         self.model = model
+        self._on_change = on_change
         self.caches = SlotCaches(slots, ledger.bytes_per_token)
         self.running = 0
         self.queue: collections.deque[tuple[bytes, asyncio.Future[tuple[int, int]]]] = (
@@ -91,10 +99,12 @@ class Runner:
     async def acquire(self, prompt: bytes) -> tuple[int, int]:
         if self.caches.free > 0 and not self.queue:
             self.running += 1
+            self._on_change()
             return self.caches.take(prompt)
         future: asyncio.Future[tuple[int, int]] = asyncio.get_running_loop().create_future()
         entry = (prompt, future)
         self.queue.append(entry)
+        self._on_change()
         try:
             return await future
         except asyncio.CancelledError:
@@ -113,6 +123,7 @@ class Runner:
                 continue
             self.running += 1
             future.set_result(self.caches.take(prompt))
+        self._on_change()
 
 
 @dataclass
@@ -167,13 +178,16 @@ class FakeEngine:
         )
         self._open = asyncio.Event()
         self._open.set()
+        self._changed = asyncio.Event()  # set whenever a request takes a slot, queues or ends
         self._hold_after_tokens = 0
         self._killed = False
         self._inflight: set[asyncio.BaseTransport] = set()
         self._site: web.TCPSite | None = None
         if not self.loads_models:
             for model in models:
-                self.runners[model.name] = Runner(model, ledger.slots, ledger, self.clock.now())
+                self.runners[model.name] = Runner(
+                    model, ledger.slots, ledger, self.clock.now(), self._changed.set
+                )
 
     # ---- controls for tests -------------------------------------------------------------
 
@@ -184,6 +198,14 @@ class FakeEngine:
 
     def release(self) -> None:
         self._open.set()
+
+    async def until(self, condition: Callable[[], bool], timeout_s: float = 10.0) -> None:
+        """For tests: wait (bounded) until `condition()` holds, e.g. `lambda: fake.running()
+        == 2`; re-checked whenever a request takes a slot, queues or gives its slot back."""
+        async with asyncio.timeout(timeout_s):
+            while not condition():
+                self._changed.clear()
+                await self._changed.wait()
 
     async def kill(self) -> None:
         """Close the listener and cut every in-flight reply mid-stream (no clean end)."""
@@ -240,7 +262,9 @@ class FakeEngine:
         try:
             self._make_room(model.memory_bytes)
             await self.sleep(self.ledger.load_s)
-            runner = Runner(model, self.ledger.slots, self.ledger, self.clock.now())
+            runner = Runner(
+                model, self.ledger.slots, self.ledger, self.clock.now(), self._changed.set
+            )
             self.runners[model.name] = runner
             self.counters.loads += 1
             future.set_result(runner)

@@ -226,7 +226,7 @@ class Metrics:
             if outcome in DECISIONS.get(stage, ()):
                 self.decisions.labels(stage, outcome).inc()
 
-    def on_decision(self, backend: str, stage: str, outcome: str) -> None:
+    def on_decision(self, _backend: str, stage: str, outcome: str) -> None:
         self.count_decisions(((stage, outcome),))
 
     def exposition(self) -> bytes:

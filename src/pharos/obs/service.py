@@ -113,7 +113,7 @@ class Observability:
             raise FORBIDDEN
         return key
 
-    async def _metrics(self, request: web.Request) -> web.StreamResponse:
+    async def _metrics(self, _request: web.Request) -> web.StreamResponse:
         return web.Response(
             body=self.metrics.exposition(),
             headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},

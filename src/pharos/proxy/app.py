@@ -282,7 +282,7 @@ class Proxy:
 
     # ---- model lists and Ollama's informational routes ---------------------------------------
 
-    async def _models(self, request: web.Request, key: KeyEntry) -> web.StreamResponse:
+    async def _models(self, _request: web.Request, key: KeyEntry) -> web.StreamResponse:
         names = catalog.served_models(self.state, self.clock.now())
         allowed = [name for name in names if not key.models or name in key.models]
         return web.json_response(catalog.openai_model_list(allowed))
@@ -294,13 +294,13 @@ class Proxy:
             raise model_not_found(model)
         return web.json_response(catalog.openai_model(model))
 
-    async def _ollama_tags(self, request: web.Request, key: KeyEntry) -> web.StreamResponse:
+    async def _ollama_tags(self, _request: web.Request, key: KeyEntry) -> web.StreamResponse:
         body = await catalog.aggregate_ollama(
             self.state, self.session, self.clock.now(), "/api/tags", key.models
         )
         return web.json_response(body)
 
-    async def _ollama_ps(self, request: web.Request, key: KeyEntry) -> web.StreamResponse:
+    async def _ollama_ps(self, _request: web.Request, key: KeyEntry) -> web.StreamResponse:
         body = await catalog.aggregate_ollama(
             self.state, self.session, self.clock.now(), "/api/ps", key.models
         )
@@ -312,11 +312,11 @@ class Proxy:
             self.state, self.session, self.clock.now(), body, key.models
         )
 
-    async def _ollama_version(self, request: web.Request) -> web.StreamResponse:
+    async def _ollama_version(self, _request: web.Request) -> web.StreamResponse:
         version = catalog.oldest_ollama_version(self.state)
         return web.json_response({"version": version if version is not None else "0.0.0"})
 
-    async def _ollama_root(self, request: web.Request) -> web.StreamResponse:
+    async def _ollama_root(self, _request: web.Request) -> web.StreamResponse:
         return web.Response(text="Ollama is running")
 
     async def _ollama_unsupported(self, request: web.Request) -> web.StreamResponse:
@@ -329,7 +329,7 @@ class Proxy:
             status=501,
         )
 
-    async def _healthz(self, request: web.Request) -> web.StreamResponse:
+    async def _healthz(self, _request: web.Request) -> web.StreamResponse:
         if self.flags.draining:
             return web.json_response({"status": "draining"}, status=503)
         if not self.flags.ready():
