@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo serve browser check lint unit live test bench support clean
+.PHONY: install demo serve browser check lint unit live test bench support clean wheel
 
 install: $(VENV)/.installed
 
@@ -38,7 +38,10 @@ live: install          ## layer 4: builds/caches real engines outside the repo, 
 browser:               ## headless Chromium (Debian package) for the /status page test
 	bash scripts/install-browser.sh
 
-test: browser check live   ## everything CI runs
+test: browser check wheel live   ## everything CI runs
+
+wheel:                 ## the installed wheel runs --help, demo and doctor with no repository
+	bash scripts/check-wheel.sh
 
 bench: install         ## prints `bench NAME p50_us=N p99_us=N` lines
 	@for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
