@@ -12,6 +12,7 @@ from aiohttp import web
 
 from pharos.clock import Clock
 from pharos.obs.metrics import Metrics
+from pharos.obs.peers import PeerCollector, PeerRow, PeerStatuses, peer_rows
 from pharos.obs.status import RecentRequests, build_page, render_page
 from pharos.obs.usage_api import usage_response
 from pharos.proxy.app import Proxy
@@ -79,6 +80,7 @@ class Observability:
         clock: Clock,
         policy: str,
         proxy_ref: Callable[[], Proxy],
+        peers: PeerStatuses | None = None,
     ) -> None:
         self._state = state
         self._sched = sched
@@ -88,6 +90,9 @@ class Observability:
         self._proxy = proxy_ref
         self.metrics = Metrics(state, sched, clock.now)
         self.recent = RecentRequests()
+        self._peers = peers
+        if peers is not None:  # the peer series (spec §13)
+            self.metrics.registry.register(PeerCollector(peers))
 
     def on_done(self, done: RequestDone) -> None:
         self.metrics.on_done(done)
@@ -132,10 +137,17 @@ class Observability:
             policy=self._policy,
             ready=proxy.flags.ready(),
             draining=proxy.flags.draining,
+            peers=self._peer_rows(),
         )
         # Rendering takes ~7 ms for a full page: off the event loop. The page is frozen values.
         html = await asyncio.to_thread(render_page, page)
         return web.Response(text=html, content_type="text/html")
+
+    def _peer_rows(self) -> tuple[PeerRow, ...] | None:
+        if self._peers is None:
+            return None
+        zone = self._usage.zone if self._usage is not None else None
+        return peer_rows(self._peers(), self._clock.time(), zone)
 
     async def _usage_route(self, request: web.Request) -> web.StreamResponse:
         try:
