@@ -126,7 +126,7 @@ class Pharos:
             clock=self.clock,
             policy=config.policy.value,
             proxy_ref=lambda: self.proxy,
-            peers=self.peers.status,
+            peers=self.peers.status if config.peers is not None else None,
         )
         self.proxy.on_done = self._on_done
         self.app = web.Application(
