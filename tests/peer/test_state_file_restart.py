@@ -12,10 +12,10 @@ import aiohttp
 import pytest
 
 from pharos.cmd.runtime import Pharos, RuntimeOptions, running
-from pharos.peer.restore import restore_state_file, save_state_file, write_state_periodically
 from pharos.config import Backend, Config
 from pharos.engine.types import Kind
 from pharos.fakeengine import FakeVLLM, no_sleep, serve
+from pharos.peer.restore import restore_state_file, save_state_file, write_state_periodically
 from pharos.peer.statefile import read_state_file
 from pharos.proxy.done import RequestDone
 
@@ -119,7 +119,9 @@ async def test_no_state_file_yet_is_not_an_error(
 async def test_the_state_file_is_written_periodically(tmp_path: Path) -> None:
     path = tmp_path / "pharos.state"
     instance = Instance("http://127.0.0.1:9")
-    writer = asyncio.create_task(write_state_periodically(instance.pharos.shared, path, interval_s=0.01))
+    writer = asyncio.create_task(
+        write_state_periodically(instance.pharos.shared, path, interval_s=0.01)
+    )
     try:
         async with asyncio.timeout(10):
             while not path.exists():
@@ -136,6 +138,8 @@ async def test_an_unwritable_state_file_is_logged(
 ) -> None:
     instance = Instance("http://127.0.0.1:9")
     with caplog.at_level(logging.ERROR, logger="pharos"):
-        assert not await save_state_file(instance.pharos.shared, tmp_path / "no-such-dir" / "x.state")
+        assert not await save_state_file(
+            instance.pharos.shared, tmp_path / "no-such-dir" / "x.state"
+        )
     assert "could not write the state file" in caplog.text
     await instance.pharos.stop()

@@ -14,8 +14,8 @@ from pharos.peer.statefile import (
     write_state_file,
 )
 from pharos.peer.wire import Snapshot, decode_snapshot, encode
-from pharos.state import StatRecord
 from pharos.prefix import ExportedSlot, PrefixEntry
+from pharos.state import StatRecord
 from pharos.usage import DAY, Cell, UsageBook
 
 PROTO1 = Path(__file__).parent / "testdata" / "proto1" / "state.msgpack"

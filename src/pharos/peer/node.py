@@ -41,6 +41,7 @@ class NodeOptions:
     leave_timeout_s: float = 2.0
     dns_every_s: float = DNS_EVERY_S
     max_body_bytes: int = 256 * 1024 * 1024
+    proto: int = PROTO  # the wire version spoken; only tests run another (an old or new peer)
 
 
 class Node:
@@ -85,7 +86,7 @@ class Node:
         fingerprint = self._fingerprint()
         self._table.fingerprint = fingerprint
         delta = Delta(
-            proto=PROTO,
+            proto=self.options.proto,
             origin=self.origin,
             fingerprint=fingerprint,
             leaving=leaving,
@@ -121,7 +122,7 @@ class Node:
                     "peer %s refused our deltas: an incompatible wire protocol (we speak %d); "
                     "the two share no state until both run compatible versions",
                     link.address,
-                    PROTO,
+                    self.options.proto,
                 )
             link.proto_mismatch = True
             link.up = True
@@ -184,7 +185,9 @@ class Node:
             self._down(link, f"snapshot answered {reply.status}")
             return False
         try:
-            snapshot = decode_snapshot(reply.body, source=f"peer {link.address}")
+            snapshot = decode_snapshot(
+                reply.body, source=f"peer {link.address}", proto=self.options.proto
+            )
         except ProtoMismatch as err:
             log.error("%s", err)
             link.proto_mismatch = True
@@ -233,7 +236,7 @@ class Node:
 
     async def _receive_delta(self, headers: Mapping[str, str], body: bytes) -> Reply:
         try:
-            delta = decode_delta(body, source="peer delta")
+            delta = decode_delta(body, source="peer delta", proto=self.options.proto)
         except ProtoMismatch as err:
             sender = parse_origin(headers.get(ORIGIN_HEADER))
             if sender is not None:

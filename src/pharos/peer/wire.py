@@ -64,8 +64,10 @@ class WireError(Exception):
 
 
 class ProtoMismatch(WireError):
-    def __init__(self, source: str, proto: int) -> None:
-        super().__init__(f"{source}: written with wire version {proto}, this Pharos reads {PROTO}")
+    def __init__(self, source: str, proto: int, expected: int = PROTO) -> None:
+        super().__init__(
+            f"{source}: written with wire version {proto}, this Pharos reads {expected}"
+        )
         self.proto = proto
 
 
@@ -89,12 +91,12 @@ def encode_entries(entries: Sequence[PrefixEntry]) -> bytes:
     return _ENCODER.encode(entries)
 
 
-def decode_delta(data: bytes, *, source: str = "delta") -> Delta:
-    return _decode(_DELTA, data, source, "delta")
+def decode_delta(data: bytes, *, source: str = "delta", proto: int = PROTO) -> Delta:
+    return _decode(_DELTA, data, source, "delta", proto)
 
 
-def decode_snapshot(data: bytes, *, source: str = "snapshot") -> Snapshot:
-    return _decode(_SNAPSHOT, data, source, "state snapshot")
+def decode_snapshot(data: bytes, *, source: str = "snapshot", proto: int = PROTO) -> Snapshot:
+    return _decode(_SNAPSHOT, data, source, "state snapshot", proto)
 
 
 def entry_slices(snapshot: Snapshot) -> Iterator[list[PrefixEntry]]:
@@ -120,13 +122,15 @@ def slice_entries(entries: Iterable[PrefixEntry]) -> Iterator[list[PrefixEntry]]
         yield batch
 
 
-def _decode(decoder: msgspec.msgpack.Decoder[_T], data: bytes, source: str, what: str) -> _T:
+def _decode(
+    decoder: msgspec.msgpack.Decoder[_T], data: bytes, source: str, what: str, expected: int
+) -> _T:
     try:
         proto = _PROTO.decode(data).proto
     except (msgspec.DecodeError, msgspec.ValidationError) as error:
         raise WireError(f"{source}: not a Pharos {what} ({error})") from error
-    if proto != PROTO:
-        raise ProtoMismatch(source, proto)
+    if proto != expected:
+        raise ProtoMismatch(source, proto, expected)
     try:
         return decoder.decode(data)
     except (msgspec.DecodeError, msgspec.ValidationError) as error:
