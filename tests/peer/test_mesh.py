@@ -170,7 +170,7 @@ async def test_a_partition_keeps_all_three_serving_and_heals_by_pulling_snapshot
     await m.tick()
     assert peer_of(m, B, A).up is False and peer_of(m, A, B).up is False
     # What A learned while cut off reaches B only through A's snapshot after the heal.
-    conversation = [{"role": "system", "content": "Only A saw this. " * 200}] + turn(1)[1:]
+    conversation = [{"role": "system", "content": "Only A saw this. " * 200}, *turn(1)[1:]]
     assert (await m.chat(A, conversation))[0] == 200
     await until(lambda: len(m[A].done) == 2, "A's replies finished")
     learned_on_a = m[A].done[1].target_key
