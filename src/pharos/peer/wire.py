@@ -17,7 +17,7 @@ The plain `prefix` list is still read (the recorded proto-1 state file has it).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Final, TypeVar
+from typing import Annotated, Final, TypeVar
 
 import msgspec
 
@@ -37,7 +37,7 @@ class Delta(msgspec.Struct, frozen=True, kw_only=True):
     next one), plus the prefix ops since the last tick (lossy hints)."""
 
     proto: int = PROTO
-    origin: int = 0
+    origin: Annotated[int, msgspec.Meta(ge=0)] = 0  # msgpack ints stop at 2**64 - 1
     fingerprint: int = 0  # static backend set + key set + usage zone (§10)
     leaving: bool = False  # sent on shutdown: drop my gauges now
     gauges: Gauges = msgspec.field(default_factory=Gauges)
