@@ -39,7 +39,9 @@ def test_stats_restore_in_any_order_and_repetition_gives_the_same_estimates(
     batches: list[list[StatRecord]], data: st.DataObject
 ) -> None:
     shuffled = data.draw(st.permutations(batches))
-    repeated = [*shuffled, *data.draw(st.lists(st.sampled_from(batches), max_size=3))] if batches else []
+    repeated = (
+        [*shuffled, *data.draw(st.lists(st.sampled_from(batches), max_size=3))] if batches else []
+    )
     assert restored(repeated) == restored(batches)
 
 

@@ -75,7 +75,8 @@ def test_the_recorded_proto1_snapshot_decodes_slice_by_slice() -> None:
     assert [entry for batch in entry_slices(snapshot) for entry in batch] == [
         PrefixEntry(hash=2**64 - 2, slots=[ExportedSlot(OLLAMA, 1_790_000_100.5)]),
         PrefixEntry(
-            hash=99, slots=[ExportedSlot(OLLAMA, 1_790_000_050.0), ExportedSlot(VLLM, 1_790_000_040.0)]
+            hash=99,
+            slots=[ExportedSlot(OLLAMA, 1_790_000_050.0), ExportedSlot(VLLM, 1_790_000_040.0)],
         ),
         PrefixEntry(hash=5, slots=[ExportedSlot(VLLM, 1_789_999_000.0)]),
     ]
@@ -153,7 +154,9 @@ def test_a_future_proto_is_a_proto_mismatch_naming_both_versions() -> None:
 
 def test_a_corrupt_slice_is_skipped_and_the_others_still_decode() -> None:
     good = [PrefixEntry(hash=i, slots=[ExportedSlot("t", float(i))]) for i in range(3)]
-    snapshot = Snapshot(prefix_slices=[encode_entries(good[:2]), b"\xc1junk", encode_entries(good[2:])])
+    snapshot = Snapshot(
+        prefix_slices=[encode_entries(good[:2]), b"\xc1junk", encode_entries(good[2:])]
+    )
     assert [e for batch in entry_slices(decode_snapshot(encode(snapshot))) for e in batch] == good
 
 
