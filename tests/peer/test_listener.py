@@ -85,7 +85,7 @@ def test_a_secret_file_that_cannot_be_a_bearer_token_is_refused(
 
 
 def test_a_missing_secret_file_is_refused_naming_the_field(tmp_path: Path) -> None:
-    with pytest.raises(PeerSetupError, match="peers.secret_file: can't read"):
+    with pytest.raises(PeerSetupError, match=r"peers\.secret_file: can.t read"):
         read_secret(str(tmp_path / "absent"))
     (tmp_path / "ok").write_bytes(b"  token-123\n")
     assert read_secret(str(tmp_path / "ok")) == b"token-123"
