@@ -18,7 +18,7 @@ ORIGIN_HEADER = "Pharos-Origin"
 class Reply:
     status: int
     origin: int | None  # the answering instance's Pharos-Origin; None when absent or garbled
-    body: bytes
+    body: bytes | bytearray  # bytearray: a big body is decoded where it was read, uncopied
 
 
 class Unreachable(Exception):
@@ -68,9 +68,11 @@ class HttpTransport:
                 headers=dict(headers),
                 timeout=aiohttp.ClientTimeout(total=timeout_s),
             ) as resp:
-                data = await resp.content.read(self._max_body_bytes + 1)
-                if len(data) > self._max_body_bytes:
-                    raise Unreachable(f"answer over {self._max_body_bytes} bytes")
+                data = bytearray()
+                async for chunk in resp.content.iter_chunked(1 << 20):
+                    data += chunk
+                    if len(data) > self._max_body_bytes:
+                        raise Unreachable(f"answer over {self._max_body_bytes} bytes")
                 return Reply(resp.status, parse_origin(resp.headers.get(ORIGIN_HEADER)), data)
         except (aiohttp.ClientError, OSError, TimeoutError) as err:
             raise Unreachable(type(err).__name__) from err
