@@ -304,3 +304,30 @@ async def test_a_cut_instance_keeps_serving_its_clients(mesh: MeshFactory) -> No
     assert [status for status, _ in results] == [200, 200, 200]
     with contextlib.suppress(Exception):
         await m.tick()
+
+
+async def test_metrics_and_status_show_every_peer(mesh: MeshFactory) -> None:
+    m = await three(mesh)
+    m.network.cut.add(C)
+    await m.tick()
+    async with m.client.get(f"{m[A].base}/metrics") as resp:
+        text = await resp.text()
+    assert 'pharos_peer_up{peer="b:8081"} 1.0' in text
+    assert 'pharos_peer_up{peer="c:8081"} 0.0' in text
+    assert 'pharos_peer_mismatch{peer="b:8081"} 0.0' in text
+    assert 'pharos_peer_proto_mismatch{peer="b:8081"} 0.0' in text
+    assert 'pharos_peer_dropped_prefix_ops{peer="c:8081"} 0.0' in text
+    heard = {
+        line.split('"')[1]: float(line.rsplit(" ", 1)[1])
+        for line in text.splitlines()
+        if line.startswith("pharos_peer_last_heard_timestamp_seconds{")
+    }
+    assert heard == {"b:8081": m.clock.time(), "c:8081": m.clock.time()}  # C: before the cut
+    assert 'pharos_peer_up{peer="a:8081"}' not in text  # ourselves
+    async with m.client.get(f"{m[A].base}/status") as resp:
+        assert resp.status == 200, await resp.text()
+        page = await resp.text()
+    peers = page[page.index('<section id="peers">') :]
+    assert "b:8081" in peers and "c:8081" in peers
+    assert f"{m[B].origin:016x}" in peers
+    assert "down" in peers and "unreachable" in peers

@@ -238,3 +238,17 @@ async def test_sigkill_fails_only_that_instances_streams_and_its_usage_survives(
         for _ in range(4):
             assert await survivors.one_turn([{"role": "user", "content": "after"}]) == "ok"
         assert await settle(session, others, 3 + 1 + 4) == [8, 8]
+
+
+async def test_serve_refuses_to_start_peers_without_a_secret(tmp_path: Path) -> None:
+    async with serve_fake(FakeLlamaCpp(ledger=ENGINE)) as backend:
+        (node,) = write_configs(tmp_path, [backend], count=1)
+        (tmp_path / "peer-secret").write_text("\n")
+        process = await PharosProcess.start("serve", "--config", str(node.config))
+        try:
+            assert await process.wait() == 2
+        finally:
+            await process.close()
+    assert "peers.secret_file:" in process.output and "is empty" in process.output
+    assert "Traceback" not in process.output
+    assert "listening on" not in process.output  # nothing started
