@@ -22,7 +22,7 @@ def test_the_compose_config_parses_and_lists_every_instance() -> None:
     assert sorted(m.split(":")[0] for m in config.peers.members) == instances
     grace_s = config.drain.grace.seconds + config.drain.timeout.seconds
     assert all(compose["services"][n]["stop_grace_period"] == "3m" for n in instances)
-    assert 180 > grace_s
+    assert grace_s < 180
     haproxy = (DEPLOY / "haproxy.cfg").read_text()
     assert "option httpchk GET /healthz" in haproxy and "balance roundrobin" in haproxy
     assert {f"{n}:8090" for n in instances} <= set(re.findall(r"pharos-\w:8090", haproxy))

@@ -40,7 +40,8 @@ class NodeOptions:
     startup_pull_s: float = 5.0
     leave_timeout_s: float = 2.0
     dns_every_s: float = DNS_EVERY_S
-    max_body_bytes: int = 256 * 1024 * 1024
+    max_body_bytes: int = 256 * 1024 * 1024  # a snapshot answer (200k entries: ~17 MB)
+    max_request_bytes: int = 32 * 1024 * 1024  # a delta (10k ops of 20 hashes: ~2 MB)
     proto: int = PROTO  # the wire version spoken; only tests run another (an old or new peer)
 
 

@@ -106,7 +106,7 @@ def peer_app(node: Node) -> web.Application:
             content_type="application/msgpack" if reply.status == 200 else "application/json",
         )
 
-    app = web.Application(client_max_size=node.options.max_body_bytes)
+    app = web.Application(client_max_size=node.options.max_request_bytes)
     app.router.add_route("*", "/{tail:.*}", handler)
     return app
 
