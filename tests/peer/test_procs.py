@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+import pytest
 
 from pharos.fakeengine import FakeLlamaCpp, Ledger
 from pharos.proxy.auth import hash_key
@@ -183,6 +184,7 @@ async def settle(session: aiohttp.ClientSession, nodes: list[Node], want: int) -
     return counts
 
 
+@pytest.mark.live  # 19-29 s of real processes on a shared 2-core machine: `make live` runs it
 async def test_a_rolling_restart_cuts_no_stream_and_loses_no_usage(tmp_path: Path) -> None:
     async with cluster(tmp_path) as (nodes, session):
         traffic = Traffic(nodes, session)
