@@ -34,6 +34,7 @@ check: lint unit
 live: install          ## layer 4: builds/caches real engines outside the repo, then runs live tests
 	bash scripts/engines/install-all.sh
 	$(BIN)/pytest -q -m live tests/live
+	$(BIN)/pytest -q -m live tests/peer/test_procs.py  # three real serve processes with peers
 
 browser:               ## headless Chromium (Debian package) for the /status page test
 	bash scripts/install-browser.sh

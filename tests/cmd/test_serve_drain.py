@@ -197,10 +197,11 @@ async def test_a_port_in_use_says_so_and_exits_1() -> None:
 
 
 async def test_a_stop_before_the_restore_leaves_the_state_file_alone(tmp_path: Path) -> None:
-    from pharos.peer.statefile import StateSnapshot, write_state_file
+    from pharos.peer.statefile import write_state_file
+    from pharos.peer.wire import Snapshot
     from pharos.usage import Cell
 
-    saved = StateSnapshot(cells=[Cell(origin=7, kind=0, bucket=20_000, key="alice", requests=3)])
+    saved = Snapshot(cells=[Cell(origin=7, kind=0, bucket=20_000, key="alice", requests=3)])
     write_state_file(tmp_path / "pharos.state", saved)
     before = (tmp_path / "pharos.state").read_bytes()
     gate = Gate()  # never opened: the first scrape round can't finish

@@ -8,30 +8,28 @@ import pytest
 from pharos.clock import FakeClock
 from pharos.peer.statefile import (
     StateFileError,
-    StateSnapshot,
-    TargetStatsRecord,
-    decode_snapshot,
-    encode_snapshot,
     read_state_file,
     read_state_file_async,
+    write_state_bytes_async,
     write_state_file,
-    write_state_file_async,
 )
+from pharos.peer.wire import Snapshot, decode_snapshot, encode
 from pharos.prefix import ExportedSlot, PrefixEntry
+from pharos.state import StatRecord
 from pharos.usage import DAY, Cell, UsageBook
 
 PROTO1 = Path(__file__).parent / "testdata" / "proto1" / "state.msgpack"
 UTC = ZoneInfo("UTC")
 
 
-def sample() -> StateSnapshot:
-    return StateSnapshot(
+def sample() -> Snapshot:
+    return Snapshot(
         prefix=[PrefixEntry(hash=2**64 - 1, slots=[ExportedSlot(target_key="t", last_used_s=5.5)])],
         cells=[
             Cell(origin=3, kind=DAY, bucket=20_000, key="alice", model="m", requests=2),
             Cell(origin=2**64 - 1, kind=DAY, bucket=20_001, key="bob", model="n", unmetered=1),
         ],
-        stats=[TargetStatsRecord(target_key="http://a:1 m", load_s=1.5)],
+        stats=[StatRecord(key="http://a:1 m", load_s=1.5)],
     )
 
 
@@ -46,7 +44,7 @@ def test_round_trip(tmp_path: Path) -> None:
 
 async def test_async_round_trip_runs_off_the_loop(tmp_path: Path) -> None:
     path = tmp_path / "pharos.state"
-    await write_state_file_async(path, sample())
+    await write_state_bytes_async(path, encode(sample()))
     loaded = await read_state_file_async(path)
     assert loaded is not None
     assert loaded == sample()
@@ -61,7 +59,7 @@ def test_missing_file_is_none(tmp_path: Path) -> None:
     [
         b"",
         b"\xc1garbage",
-        encode_snapshot(sample())[:-7],  # truncated
+        encode(sample())[:-7],  # truncated
         msgspec.msgpack.encode([1, 2, 3]),
         msgspec.msgpack.encode({"proto": 1, "cells": [{"origin": "x"}]}),
         b'{"proto": 1}',
@@ -98,7 +96,7 @@ def test_unknown_fields_are_ignored_and_missing_ones_default() -> None:
     )
     snapshot = decode_snapshot(newer)
     assert snapshot.cells == [Cell(origin=1, kind=DAY, bucket=5, key="k")]
-    assert snapshot.stats == [TargetStatsRecord(target_key="t")]
+    assert snapshot.stats == [StatRecord(key="t")]
     assert snapshot.prefix == [PrefixEntry(hash=9, slots=[])]
     assert decode_snapshot(msgspec.msgpack.encode({})).proto == 1
 
@@ -108,7 +106,7 @@ def test_a_crash_mid_write_leaves_the_old_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str
 ) -> None:
     path = tmp_path / "pharos.state"
-    old = StateSnapshot(stats=[TargetStatsRecord(target_key="old")])
+    old = Snapshot(stats=[StatRecord(key="old")])
     write_state_file(path, old)
 
     def crash(*_args: object) -> None:
@@ -127,12 +125,12 @@ def test_a_crash_mid_write_leaves_the_old_file(
 def test_a_temp_file_left_by_a_killed_process_does_not_matter(tmp_path: Path) -> None:
     path = tmp_path / "pharos.state"
     write_state_file(path, sample())
-    (tmp_path / ".pharos.state.abc.tmp").write_bytes(encode_snapshot(sample())[:10])
+    (tmp_path / ".pharos.state.abc.tmp").write_bytes(encode(sample())[:10])
     loaded = read_state_file(path)
     assert loaded is not None
     assert loaded == sample()
-    write_state_file(path, StateSnapshot())
-    assert read_state_file(path) == StateSnapshot()
+    write_state_file(path, Snapshot())
+    assert read_state_file(path) == Snapshot()
 
 
 def test_recorded_proto1_state_file_decodes() -> None:
@@ -186,13 +184,13 @@ def test_recorded_proto1_state_file_decodes() -> None:
         ),
     ]
     assert snapshot.stats == [
-        TargetStatsRecord(
-            target_key="http://gpu-box:11434 qwen2.5:3b",
+        StatRecord(
+            key="http://gpu-box:11434 qwen2.5:3b",
             prefill_s_per_token=0.0004,
             load_s=2.5,
             service_s=None,
         ),
-        TargetStatsRecord(target_key="http://gpu-box:8000 llama3.1:8b"),
+        StatRecord(key="http://gpu-box:8000 llama3.1:8b"),
     ]
 
 
@@ -202,7 +200,7 @@ def test_usage_survives_a_restart_through_the_state_file(tmp_path: Path) -> None
     before.record_reply("alice", "m", 100, 40, 20)
     before.admit("alice", 10)
     path = tmp_path / "pharos.state"
-    write_state_file(path, StateSnapshot(cells=before.export_snapshot()))
+    write_state_file(path, Snapshot(cells=before.export_snapshot()))
 
     clock.advance(5)
     after = UsageBook(clock, UTC, origin=2)  # a restart is a new origin

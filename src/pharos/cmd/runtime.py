@@ -41,19 +41,19 @@ from pharos.config.reload import restart_needed
 from pharos.discovery import BackendSources, backend_specs, open_log_feed
 from pharos.discovery.combine import STATIC
 from pharos.obs.service import Observability
-from pharos.peer.statefile import StateSnapshot, TargetStatsRecord
-from pharos.prefix import PrefixEntry, PrefixIndex, Source
+from pharos.peer.restore import Shared
+from pharos.peer.table import PeerTable
+from pharos.prefix import PrefixIndex, Source
 from pharos.proxy.app import Flags, Proxy, ProxyOptions, json_errors
 from pharos.proxy.auth import KeyTable
 from pharos.proxy.done import RequestDone
 from pharos.proxy.keys import KeyRing, key_table
 from pharos.sched import DEFAULT_QUEUE_LIMIT, Scheduler
-from pharos.state import BackendSpec, State, StateOptions, StatRecord
+from pharos.state import BackendSpec, State, StateOptions
 from pharos.usage import UsageBook
 
 log = logging.getLogger("pharos")
 
-RESTORE_SLICE_ENTRIES = 2000
 SCRAPE_CONNECTIONS_PER_HOST = 8
 """A round sends a few probes at once; scrapes have their own pool (see scrape_session)."""
 
@@ -135,13 +135,16 @@ class Pharos:
         )
         self.sources = BackendSources(self.state.set_backends)
         self.sources.set(STATIC, backends if backends is not None else backend_specs(config))
+        self.peers = PeerTable()  # peer plane: the hot path pushes prefix ops to it
         self.sched = Scheduler(
             self.state,
             self.prefix,
             self.clock,
             policy=config.policy.value,
             queue_limit=self.options.queue_limit,
+            on_prefix_op=self.peers.push,
         )
+        self.shared = Shared(self.prefix, self.state, self.usage, self.sched)  # peer plane
         self.restored = asyncio.Event()
         """Set once startup restored what it could (state file, later peers)."""
         self.flags = Flags(self.state.ready_event, self.restored)
@@ -153,6 +156,7 @@ class Pharos:
             policy=config.policy.value,
             keys=self.keyring,
             flags=self.flags,
+            peers=self.peers.status if config.peers is not None else None,
         )
         self.proxy = Proxy(
             clock=self.clock,
@@ -207,40 +211,6 @@ class Pharos:
         await self.scrape_session.close()
         if self._own_session:
             await self.session.close()
-
-    # ---- snapshots: the state file (and later peers) restore through the same merges ----
-
-    async def snapshot(self) -> StateSnapshot:
-        """A snapshot built in slices: a full prefix index takes ~1 s to export in one go."""
-        prefix: list[PrefixEntry] = []
-        for batch in self.prefix.export_batches(self.state.key_of, self.state.generation_of):
-            prefix.extend(batch)
-            await asyncio.sleep(0)
-        return StateSnapshot(
-            prefix=prefix,
-            cells=self.usage.export_snapshot(),
-            stats=[
-                TargetStatsRecord(r.key, r.prefill_s_per_token, r.load_s, r.service_s)
-                for r in self.state.export_stats()
-            ],
-        )
-
-    async def restore(self, snapshot: StateSnapshot) -> None:
-        """Merge a snapshot (state file or peer) in slices, oldest prefix entries first."""
-        await self.usage.merge_in_slices(snapshot.cells)
-        entries = snapshot.prefix
-        for end in range(len(entries), 0, -RESTORE_SLICE_ENTRIES):
-            start = max(0, end - RESTORE_SLICE_ENTRIES)
-            self.prefix.restore(
-                entries[start:end], self.state.target_id_of, self.state.generation_of
-            )
-            await asyncio.sleep(0)
-        self.state.restore_stats(
-            [
-                StatRecord(r.target_key, r.prefill_s_per_token, r.load_s, r.service_s)
-                for r in snapshot.stats
-            ]
-        )
 
     # ---- hot reload ----------------------------------------------------------------------
 

@@ -32,11 +32,12 @@ from pharos.discovery.local import (
     describe_ports,
     zero_config_backends,
 )
-from pharos.peer.statefile import StateFileError, read_state_file_async, write_state_file_async
+from pharos.peer.node import Node
+from pharos.peer.restore import restore_state_file, save_state_file, write_state_periodically
+from pharos.peer.server import PeerSetupError, running_peers
 
 log = logging.getLogger("pharos")
 
-STATE_FILE_INTERVAL_S = 30.0
 READY_TIMEOUT_S = 15.0
 SECOND_SIGNAL_STATUS = 1
 ZERO_CONFIG_LISTEN = HostPort("127.0.0.1", 8090)
@@ -177,6 +178,34 @@ async def _serve_pharos(
     listen: HostPort,
     signals: Signals,
 ) -> int:
+    async with contextlib.AsyncExitStack() as peer_stack:
+        node: Node | None = None
+        if config.peers is not None:  # peer plane (spec §12): its listener opens first
+            try:
+                node = await peer_stack.enter_async_context(
+                    running_peers(
+                        peers=config.peers,
+                        shared=pharos.shared,
+                        table=pharos.peers,
+                        clock=pharos.clock,
+                        config_now=lambda: pharos.config,
+                    )
+                )
+            except PeerSetupError as err:
+                log.error("peers not started, nothing started: %s", err)
+                await pharos.stop()
+                return 2
+        return await _serve_public(pharos, config, config_path, listen, signals, node)
+
+
+async def _serve_public(
+    pharos: Pharos,
+    config: Config,
+    config_path: Path | None,
+    listen: HostPort,
+    signals: Signals,
+    node: Node | None,
+) -> int:
     drain = config.drain  # a restart-only section: reloads don't change it
     runner = web.AppRunner(
         pharos.app,
@@ -203,11 +232,11 @@ async def _serve_pharos(
     try:
         await pharos.start(restored=False)
         # A stop before the restore must not overwrite the state file with an empty one.
-        if not signals.stop.is_set() and await _startup(pharos, config, signals):
+        if not signals.stop.is_set() and await _startup(pharos, config, signals, node):
             pharos.restored.set()
         state_path = Path(config.state_file) if config.state_file is not None else None
         background = [
-            asyncio.create_task(write_state_periodically(pharos, state_path)),
+            asyncio.create_task(write_state_periodically(pharos.shared, state_path)),
             asyncio.create_task(watch_config(pharos, config_path)),
         ]
         await signals.stop.wait()
@@ -217,16 +246,18 @@ async def _serve_pharos(
             task.cancel()
         await asyncio.gather(*background, return_exceptions=True)
         await runner.cleanup()
+        if node is not None and pharos.restored.is_set():
+            await node.leave()  # peers drop our gauges now and get our last cells
         if config.state_file is not None and pharos.restored.is_set():
-            await save_state_file(pharos, Path(config.state_file))
+            await save_state_file(pharos.shared, Path(config.state_file))
         await pharos.stop()
     log.info("stopped")
     return 0
 
 
-async def _startup(pharos: Pharos, config: Config, signals: Signals) -> bool:
-    """Wait (bounded) for the first scrape round, then restore the state file (§12).
-    False when a signal came first."""
+async def _startup(pharos: Pharos, config: Config, signals: Signals, node: Node | None) -> bool:
+    """Wait (bounded) for the first scrape round, then restore the state file, then every
+    reachable peer's snapshot (§12). False when a signal came first."""
     ready = asyncio.create_task(pharos.wait_ready(READY_TIMEOUT_S))
     stopped = asyncio.create_task(signals.stop.wait())
     await asyncio.wait((ready, stopped), return_when=asyncio.FIRST_COMPLETED)
@@ -239,7 +270,10 @@ async def _startup(pharos: Pharos, config: Config, signals: Signals) -> bool:
             "first scrape round not finished after %.0fs; restoring state anyway", READY_TIMEOUT_S
         )
     if config.state_file is not None:
-        await restore_state_file(pharos, Path(config.state_file))
+        await restore_state_file(pharos.shared, Path(config.state_file))
+    if node is not None:
+        await node.pull_all()
+        node.start()
     log.info("ready: %d backends", len(pharos.state.backends()))
     return True
 
@@ -263,57 +297,3 @@ def _addresses(runner: web.AppRunner) -> str:
         host, port = address[0], address[1]
         names.append(f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}")
     return ", ".join(names)
-
-
-# ---- the state file (§12 "Warm restart without peers") ---------------------------------
-
-
-async def restore_state_file(pharos: Pharos, path: Path) -> bool:
-    """Merge the state file if there is one; a corrupt one is logged and startup goes on."""
-    try:
-        snapshot = await read_state_file_async(path)
-    except StateFileError as err:
-        log.error("state file not restored, starting empty: %s", err)
-        return False
-    if snapshot is None:
-        log.info(
-            "no state file at %s yet; it is written every %.0fs and on shutdown",
-            path,
-            STATE_FILE_INTERVAL_S,
-        )
-        return False
-    await pharos.restore(snapshot)
-    log.info(
-        "restored %d usage cells, %d prefix entries and %d target stats from %s",
-        len(snapshot.cells),
-        len(snapshot.prefix),
-        len(snapshot.stats),
-        path,
-    )
-    return True
-
-
-async def save_state_file(pharos: Pharos, path: Path) -> bool:
-    """Snapshot (in slices, on the loop) and write it in a thread; an error is only logged."""
-    try:
-        await write_state_file_async(path, await pharos.snapshot())
-    except OSError as err:
-        log.error("could not write the state file %s: %s", path, err)
-        return False
-    return True
-
-
-async def write_state_periodically(
-    pharos: Pharos,
-    path: Path | None,
-    interval_s: float = STATE_FILE_INTERVAL_S,
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
-) -> None:
-    if path is None:
-        return
-    while True:
-        await sleep(interval_s)
-        try:
-            await save_state_file(pharos, path)
-        except Exception:  # a bug here must not end the writer for the process's lifetime
-            log.exception("state file write failed; trying again in %.0fs", interval_s)

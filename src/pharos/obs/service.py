@@ -11,6 +11,7 @@ from aiohttp import web
 
 from pharos.clock import Clock
 from pharos.obs.metrics import Metrics
+from pharos.obs.peers import PeerCollector, PeerRow, PeerStatuses, peer_rows
 from pharos.obs.status import RecentRequests, build_page, render_page
 from pharos.obs.usage_api import usage_response
 from pharos.proxy.app import Flags
@@ -80,6 +81,7 @@ class Observability:
         policy: str,
         keys: KeyRing,
         flags: Flags,
+        peers: PeerStatuses | None = None,
     ) -> None:
         self._state = state
         self._sched = sched
@@ -90,6 +92,9 @@ class Observability:
         self._flags = flags
         self.metrics = Metrics(state, sched, clock.now)
         self.recent = RecentRequests()
+        self._peers = peers
+        if peers is not None:  # the peer series (spec §13)
+            self.metrics.registry.register(PeerCollector(peers))
 
     def on_done(self, done: RequestDone) -> None:
         self.metrics.on_done(done)
@@ -133,10 +138,17 @@ class Observability:
             policy=self._policy,
             ready=self._flags.ready(),
             draining=self._flags.draining,
+            peers=self._peer_rows(),
         )
         # Rendering takes ~7 ms for a full page: off the event loop. The page is frozen values.
         html = await asyncio.to_thread(render_page, page)
         return web.Response(text=html, content_type="text/html")
+
+    def _peer_rows(self) -> tuple[PeerRow, ...] | None:
+        if self._peers is None:
+            return None
+        zone = self._usage.zone if self._usage is not None else None
+        return peer_rows(self._peers(), self._clock.time(), zone)
 
     async def _usage_route(self, request: web.Request) -> web.StreamResponse:
         try:

@@ -19,6 +19,7 @@ from pharos import __version__
 from pharos.clock import Clock
 from pharos.engine.types import Residency
 from pharos.obs.chart import Chart, daily_chart
+from pharos.obs.peers import PeerRow
 from pharos.proxy.done import RequestDone
 from pharos.sched import Scheduler
 from pharos.state import BackendStatus, State, TargetView
@@ -142,6 +143,7 @@ class Page:
     chart: Chart | None
     timezone: str
     requests_today: int
+    peers: tuple[PeerRow, ...] | None = None  # None: no peer plane configured
 
     @property
     def backends_up(self) -> int:
@@ -268,6 +270,7 @@ def build_page(
     policy: str,
     ready: bool,
     draining: bool,
+    peers: tuple[PeerRow, ...] | None = None,
 ) -> Page:
     now = clock.now()
     zone = usage.zone if usage is not None else None
@@ -296,6 +299,7 @@ def build_page(
         chart=chart,
         timezone=str(zone) if zone is not None else "no usage book",
         requests_today=requests_today,
+        peers=peers,
     )
 
 

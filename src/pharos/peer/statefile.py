@@ -1,9 +1,7 @@
-"""The §12 Snapshot (GET /peer/snapshot and the state file) and its atomic file I/O.
+"""The state file: the §12 Snapshot (peer/wire.py) written atomically and read back.
 
-MessagePack, fields by name with defaults: a newer writer's extra fields are
-ignored and an older writer's missing ones take their defaults, so mixed
-versions interoperate. `proto` is bumped only for a breaking change. Recorded
-samples of every released version live under tests/peer/testdata/proto<N>/.
+One format for the state file and GET /peer/snapshot, so one restore path serves
+both (peer/restore.py).
 """
 
 from __future__ import annotations
@@ -13,58 +11,15 @@ import os
 import tempfile
 from contextlib import suppress
 from pathlib import Path
-from typing import Final
 
-import msgspec
-
-from pharos.prefix import PrefixEntry
-from pharos.usage import Cell
-
-PROTO: Final = 1
-
-
-class TargetStatsRecord(msgspec.Struct, frozen=True):
-    """A target's EWMAs as a peer or the state file carries them; None = no samples."""
-
-    target_key: str  # backend URL + " " + model
-    prefill_s_per_token: float | None = None
-    load_s: float | None = None
-    service_s: float | None = None
-
-
-class StateSnapshot(msgspec.Struct, frozen=True):
-    proto: int = PROTO
-    prefix: list[PrefixEntry] = []  # by target key, most recent first
-    cells: list[Cell] = []  # Day cells of every origin, within retention
-    stats: list[TargetStatsRecord] = []
+from pharos.peer.wire import Snapshot, WireError, decode_snapshot, encode
 
 
 class StateFileError(Exception):
     """The state file exists but can't be used; the caller logs it and starts empty."""
 
 
-_ENCODER: Final = msgspec.msgpack.Encoder()
-_DECODER: Final = msgspec.msgpack.Decoder(StateSnapshot)
-
-
-def encode_snapshot(snapshot: StateSnapshot) -> bytes:
-    return _ENCODER.encode(snapshot)
-
-
-def decode_snapshot(data: bytes, *, source: str = "snapshot") -> StateSnapshot:
-    """Raises StateFileError naming `source` for bytes that aren't a usable snapshot."""
-    try:
-        snapshot = _DECODER.decode(data)
-    except (msgspec.DecodeError, msgspec.ValidationError) as error:
-        raise StateFileError(f"{source}: not a Pharos state snapshot ({error})") from error
-    if snapshot.proto != PROTO:
-        raise StateFileError(
-            f"{source}: written with wire version {snapshot.proto}, this Pharos reads {PROTO}"
-        )
-    return snapshot
-
-
-def read_state_file(path: Path) -> StateSnapshot | None:
+def read_state_file(path: Path) -> Snapshot | None:
     """None when there is no file; StateFileError when it can't be read or decoded."""
     try:
         data = path.read_bytes()
@@ -72,24 +27,31 @@ def read_state_file(path: Path) -> StateSnapshot | None:
         return None
     except OSError as error:
         raise StateFileError(f"{path}: can't read the state file ({error})") from error
-    return decode_snapshot(data, source=str(path))
+    try:
+        return decode_snapshot(data, source=str(path))
+    except WireError as error:
+        raise StateFileError(str(error)) from error
 
 
-def write_state_file(path: Path, snapshot: StateSnapshot) -> None:
+def write_state_file(path: Path, snapshot: Snapshot) -> None:
     """Write to a temp file in the same directory, fsync, then rename over the old file.
 
     A crash at any point leaves either the old file or the new one, never a mix.
     """
-    _write_atomically(path, encode_snapshot(snapshot))
+    write_state_bytes(path, encode(snapshot))
 
 
-async def read_state_file_async(path: Path) -> StateSnapshot | None:
+def write_state_bytes(path: Path, data: bytes) -> None:
+    _write_atomically(path, data)
+
+
+async def read_state_file_async(path: Path) -> Snapshot | None:
     return await asyncio.to_thread(read_state_file, path)
 
 
-async def write_state_file_async(path: Path, snapshot: StateSnapshot) -> None:
-    """Encoding and writing both run in a thread, off the event loop."""
-    await asyncio.to_thread(write_state_file, path, snapshot)
+async def write_state_bytes_async(path: Path, data: bytes) -> None:
+    """The write (and its fsyncs) in a thread, off the event loop."""
+    await asyncio.to_thread(write_state_bytes, path, data)
 
 
 def _write_atomically(path: Path, data: bytes) -> None:

@@ -107,14 +107,19 @@ class TargetRegistry:
         return self._restored.get(key)
 
     def restore(self, records: Iterable[StatRecord]) -> None:
-        """Peer or state-file estimates; used only for stats a target has no local sample of."""
+        """Peer or state-file estimates; used only for stats a target has no local sample of.
+
+        Per field the larger known value wins (the slower, safer estimate), so restoring
+        from several snapshots in any order, any number of times, gives the same stats."""
         for item in records:
+            old = self._restored.get(item.key)
             self._restored[item.key] = TargetStats(
-                prefill_s_per_token=item.prefill_s_per_token
-                if valid_sample(item.prefill_s_per_token)
-                else None,
-                load_s=item.load_s if valid_sample(item.load_s) else None,
-                service_s=item.service_s if valid_sample(item.service_s) else None,
+                prefill_s_per_token=_larger(
+                    old.prefill_s_per_token if old is not None else None,
+                    item.prefill_s_per_token,
+                ),
+                load_s=_larger(old.load_s if old is not None else None, item.load_s),
+                service_s=_larger(old.service_s if old is not None else None, item.service_s),
             )
 
     def export(self) -> list[StatRecord]:
@@ -144,3 +149,10 @@ def _record(key: str, stats: TargetStats) -> StatRecord:
         load_s=stats.load_s,
         service_s=stats.service_s,
     )
+
+
+def _larger(old: float | None, new: float | None) -> float | None:
+    """The larger of two estimates, ignoring unknown and invalid ones."""
+    if new is None or not valid_sample(new):
+        return old
+    return new if old is None or new > old else old

@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+import msgspec
+
 from pharos.engine.types import Kind, Probe
 
 
@@ -45,9 +47,10 @@ class StateOptions:
         return max(1, round(self.full_interval_s / self.fast_interval_s))
 
 
-@dataclass(frozen=True)
-class StatRecord:
-    """A target's speed estimates, as exported to peers and the state file."""
+class StatRecord(msgspec.Struct, frozen=True, rename={"key": "target_key"}):
+    """A target's speed estimates, as peers and the state file carry them; None = no samples.
+
+    On the wire `key` is named `target_key`, as wire version 1 recorded it."""
 
     key: str  # backend URL + " " + model
     prefill_s_per_token: float | None = None

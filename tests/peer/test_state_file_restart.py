@@ -12,10 +12,10 @@ import aiohttp
 import pytest
 
 from pharos.cmd.runtime import Pharos, RuntimeOptions, running
-from pharos.cmd.serve import restore_state_file, save_state_file, write_state_periodically
 from pharos.config import Backend, Config
 from pharos.engine.types import Kind
 from pharos.fakeengine import FakeVLLM, no_sleep, serve
+from pharos.peer.restore import restore_state_file, save_state_file, write_state_periodically
 from pharos.peer.statefile import read_state_file
 from pharos.proxy.done import RequestDone
 
@@ -67,18 +67,18 @@ async def test_usage_prefix_entries_and_stats_survive_a_restart(
         await post_chat(base)
         tokens_before = first.pharos.usage.tokens_today(KEY)
         assert tokens_before > 0
-        assert await save_state_file(first.pharos, path)
+        assert await save_state_file(first.pharos.shared, path)
     saved = read_state_file(path)
-    assert saved is not None and saved.prefix and saved.stats
+    assert saved is not None and saved.prefix_slices and saved.stats
 
     second = Instance(engine)
     async with running(second.pharos) as base:
         assert await second.pharos.wait_ready(10)
         assert second.pharos.usage.tokens_today(KEY) == 0
-        assert await restore_state_file(second.pharos, path)
+        assert await restore_state_file(second.pharos.shared, path)
         assert second.pharos.usage.tokens_today(KEY) == tokens_before
         restored_keys = {record.key for record in second.pharos.state.export_stats()}
-        assert {record.target_key for record in saved.stats} <= restored_keys
+        assert {record.key for record in saved.stats} <= restored_keys
         await post_chat(base)
     (done,) = second.done
     # The same prompt is predicted to hit the engine's cache, from the restored entries.
@@ -98,7 +98,7 @@ async def test_a_corrupt_state_file_is_logged_and_startup_goes_on_empty(
     async with running(instance.pharos) as base:
         assert await instance.pharos.wait_ready(10)
         with caplog.at_level(logging.ERROR, logger="pharos"):
-            assert not await restore_state_file(instance.pharos, path)
+            assert not await restore_state_file(instance.pharos.shared, path)
         assert "state file not restored, starting empty" in caplog.text
         assert str(path) in caplog.text
         await post_chat(base)
@@ -110,7 +110,7 @@ async def test_no_state_file_yet_is_not_an_error(
 ) -> None:
     instance = Instance("http://127.0.0.1:9")
     with caplog.at_level(logging.INFO, logger="pharos"):
-        assert not await restore_state_file(instance.pharos, tmp_path / "missing.state")
+        assert not await restore_state_file(instance.pharos.shared, tmp_path / "missing.state")
     assert "no state file at" in caplog.text
     assert not any(record.levelno >= logging.ERROR for record in caplog.records)
     await instance.pharos.stop()
@@ -129,7 +129,9 @@ async def test_the_state_file_is_written_periodically(tmp_path: Path) -> None:
             written.set()
             await asyncio.Event().wait()
 
-    writer = asyncio.create_task(write_state_periodically(instance.pharos, path, sleep=tick))
+    writer = asyncio.create_task(
+        write_state_periodically(instance.pharos.shared, path, sleep=tick)
+    )
     try:
         async with asyncio.timeout(10):
             await written.wait()
@@ -146,6 +148,8 @@ async def test_an_unwritable_state_file_is_logged(
 ) -> None:
     instance = Instance("http://127.0.0.1:9")
     with caplog.at_level(logging.ERROR, logger="pharos"):
-        assert not await save_state_file(instance.pharos, tmp_path / "no-such-dir" / "x.state")
+        assert not await save_state_file(
+            instance.pharos.shared, tmp_path / "no-such-dir" / "x.state"
+        )
     assert "could not write the state file" in caplog.text
     await instance.pharos.stop()

@@ -1,0 +1,178 @@
+"""Snapshots: built, merged and saved in slices; one restore path for the state file,
+peers at startup and peers on reconnect (spec §12).
+
+Merging is idempotent and commutative in every owning package, so restoring the
+same snapshot twice, or from several sources in any order, is safe. Each step
+between two yields to the event loop handles one slice (SLICE_ENTRIES prefix
+entries): benchmarks/bench_peer.py measures the longest step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import gc
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from pharos.peer.statefile import StateFileError, read_state_file_async, write_state_bytes_async
+from pharos.peer.wire import (
+    PROTO,
+    SLICE_ENTRIES,
+    Snapshot,
+    encode,
+    encode_entries,
+    entry_slices,
+)
+from pharos.prefix import PrefixEntry, PrefixIndex
+from pharos.sched import Scheduler
+from pharos.state import State
+from pharos.usage import UsageBook
+
+log = logging.getLogger("pharos.peer")
+
+STATE_FILE_INTERVAL_S = 30.0
+CELL_SLICE = 1_000
+
+
+@dataclass(frozen=True)
+class Shared:
+    """The state peers share, each part merged by the package that owns it."""
+
+    prefix: PrefixIndex
+    state: State
+    usage: UsageBook
+    sched: Scheduler
+
+
+@contextlib.contextmanager
+def collector_paused() -> Iterator[None]:
+    """No cyclic garbage collection while a snapshot is built or merged, young collections
+    only between slices: the objects made are acyclic (freed by refcount), and a full
+    collection traversing a 200k-entry index stalled the loop 8-50 ms at a time while
+    slices arrived; paused, the longest step is a few ms (benchmarks/bench_peer.py)."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+async def _yield() -> None:
+    gc.collect(0)
+    await asyncio.sleep(0)
+
+
+async def build_snapshot(shared: Shared) -> bytes:
+    """The encoded snapshot, prefix entries most recent first, exported and encoded a
+    slice at a time (a full index in one go stalls the loop for ~1 s)."""
+    with collector_paused():
+        return await _build(shared)
+
+
+async def _build(shared: Shared) -> bytes:
+    slices: list[memoryview] = []
+    batches = shared.prefix.export_batches(
+        shared.state.key_of, shared.state.generation_of, batch_entries=SLICE_ENTRIES
+    )
+    for batch in batches:
+        if batch:
+            slices.append(encode_entries(batch))
+        await _yield()
+    snapshot = Snapshot(
+        proto=PROTO,
+        prefix_slices=slices,
+        cells=shared.usage.export_snapshot(),
+        stats=shared.state.export_stats(),
+    )
+    return encode(snapshot)
+
+
+async def merge_snapshot(shared: Shared, snapshot: Snapshot) -> int:
+    """Merge a snapshot in slices, oldest prefix entries first (so its most recent stay most
+    recent here); returns how many prefix entries it carried."""
+    with collector_paused():
+        return await _merge(shared, snapshot)
+
+
+async def _merge(shared: Shared, snapshot: Snapshot) -> int:
+    cells = snapshot.cells
+    for start in range(0, len(cells), CELL_SLICE):
+        shared.usage.merge(cells[start : start + CELL_SLICE])
+        await _yield()
+    entries = 0
+    for batch in _oldest_slices_first(snapshot):
+        shared.prefix.restore(batch, shared.state.target_id_of, shared.state.generation_of)
+        entries += len(batch)
+        await _yield()
+    shared.state.restore_stats(snapshot.stats)
+    return entries
+
+
+def _oldest_slices_first(snapshot: Snapshot) -> Iterator[list[PrefixEntry]]:
+    """Slices in reverse order; raw slices are decoded one at a time as they are reached."""
+    legacy = [
+        snapshot.prefix[start : start + SLICE_ENTRIES]
+        for start in range(0, len(snapshot.prefix), SLICE_ENTRIES)
+    ]
+    for raw in reversed(snapshot.prefix_slices):
+        yield from entry_slices(Snapshot(prefix_slices=[raw]))
+    yield from reversed(legacy)
+
+
+# ---- the state file (§12 "Warm restart without peers") ---------------------------------
+
+
+async def restore_state_file(shared: Shared, path: Path) -> bool:
+    """Merge the state file if there is one; a corrupt one is logged and startup goes on."""
+    try:
+        snapshot = await read_state_file_async(path)
+    except StateFileError as err:
+        log.error("state file not restored, starting empty: %s", err)
+        return False
+    if snapshot is None:
+        log.info(
+            "no state file at %s yet; it is written every %.0fs and on shutdown",
+            path,
+            STATE_FILE_INTERVAL_S,
+        )
+        return False
+    entries = await merge_snapshot(shared, snapshot)
+    log.info(
+        "restored %d usage cells, %d prefix entries and %d target stats from %s",
+        len(snapshot.cells),
+        entries,
+        len(snapshot.stats),
+        path,
+    )
+    return True
+
+
+async def save_state_file(shared: Shared, path: Path) -> bool:
+    """Snapshot (in slices, on the loop) and write it in a thread; an error is only logged."""
+    try:
+        await write_state_bytes_async(path, await build_snapshot(shared))
+    except OSError as err:
+        log.error("could not write the state file %s: %s", path, err)
+        return False
+    return True
+
+
+async def write_state_periodically(
+    shared: Shared,
+    path: Path | None,
+    interval_s: float = STATE_FILE_INTERVAL_S,
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+) -> None:
+    if path is None:
+        return
+    while True:
+        await sleep(interval_s)
+        try:
+            await save_state_file(shared, path)
+        except Exception:  # a bug here must not end the writer for the process's lifetime
+            log.exception("state file write failed; trying again in %.0fs", interval_s)

@@ -1,0 +1,3 @@
+from tests.peer.mesh import mesh
+
+__all__ = ["mesh"]
