@@ -31,7 +31,15 @@ from pharos.cmd.discover import (
     discover_local,
 )
 from pharos.cmd.runtime import Pharos, new_session
-from pharos.config import Config, ConfigError, Drain, Duration, HostPort, load_config
+from pharos.config import (
+    Config,
+    ConfigError,
+    Drain,
+    Duration,
+    HostPort,
+    load_config,
+    load_for_reload,
+)
 from pharos.peer.statefile import StateFileError, read_state_file_async, write_state_file_async
 from pharos.state import BackendSpec
 
@@ -361,7 +369,7 @@ async def reload_config(pharos: Pharos, path: Path) -> bool:
     config stays. Keys, quotas and static backends apply live; other changed sections
     are logged as needing a restart."""
     try:
-        new = await asyncio.to_thread(load_config, path)
+        new = await asyncio.to_thread(load_for_reload, path, pharos.config)
         pending = pharos.apply_config(new)
     except ConfigError as err:
         log.error("config reload failed; the running config stays:\n%s", err)
