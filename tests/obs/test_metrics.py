@@ -92,7 +92,7 @@ def value(exposition: str, name: str, **labels: str) -> float | None:
 
 
 async def metrics(router: Router) -> str:
-    status, headers, body = await router.get("/metrics")
+    status, headers, body = await router.get("/metrics", ADMIN.secret)
     assert status == 200
     assert headers["Content-Type"].startswith("text/plain")
     return body.decode()

@@ -60,7 +60,9 @@ def new_session() -> aiohttp.ClientSession:
 
 
 def key_table(config: Config) -> KeyTable:
-    return KeyTable.from_entries(key_entries(config)) if config.keys else KeyTable.open()
+    if not config.keys:
+        return KeyTable.open()
+    return KeyTable.from_entries(key_entries(config), metrics_public=config.metrics_public)
 
 
 class Pharos:

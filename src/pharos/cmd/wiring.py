@@ -83,6 +83,7 @@ def key_entries(config: Config) -> list[KeyEntry]:
             weight=key.weight,
             models=frozenset(key.models),
             admin=key.admin,
+            metrics=key.metrics,
         )
         for key in config.keys
     ]
