@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import msgspec
@@ -28,7 +29,7 @@ _HOP_HEADERS = frozenset(
         "accept-encoding",
     }
 )
-_REFUSAL_LOG_BYTES = 200
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,18 +58,27 @@ def forward_headers(request: web.Request) -> dict[str, str]:
 
 
 def refusal_message(body: bytes) -> str:
-    """The engine's error.message (or the body), cut to 200 bytes, for a warning log line."""
-    message: object = None
+    """`type=... code=...` of the engine's error, for a warning log line. Never its message:
+    an engine that quotes the input would put prompt text in the log (issue 11)."""
     try:
         decoded = msgspec.json.decode(body)
-        if isinstance(decoded, dict):
-            error = decoded.get("error")
-            message = error.get("message") if isinstance(error, dict) else error
-    except msgspec.DecodeError:
-        pass
-    text = message if isinstance(message, str) else body.decode("utf-8", "replace")
-    cut = text.encode("utf-8")[:_REFUSAL_LOG_BYTES].decode("utf-8", "ignore")
-    return " ".join(cut.split())  # one log line, whatever the engine sent
+    except (msgspec.DecodeError, RecursionError):
+        return f"not JSON, {len(body)} bytes"
+    error = decoded.get("error") if isinstance(decoded, dict) else None
+    if not isinstance(error, dict):
+        return "type=- code=-"
+    return f"type={_token(error.get('type'))} code={_token(error.get('code'))}"
+
+
+def _token(value: object) -> str:
+    """A short identifier as the engine sent it; anything else (free text) as `-`."""
+    if isinstance(value, bool) or value is None:
+        return "-"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str) and _IDENTIFIER.fullmatch(value):
+        return value
+    return "-"
 
 
 def no_usage(
