@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import zoneinfo
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -20,7 +21,7 @@ from aiohttp import web
 
 from pharos.clock import Clock, SystemClock
 from pharos.cmd.wiring import backend_specs, key_entries
-from pharos.config import Config, usage_zone
+from pharos.config import Config, Limits, usage_zone
 from pharos.config.reload import restart_needed
 from pharos.discovery import open_log_feed
 from pharos.obs.service import Observability
@@ -28,7 +29,9 @@ from pharos.peer.statefile import StateSnapshot, TargetStatsRecord
 from pharos.prefix import PrefixEntry, PrefixIndex, Source
 from pharos.proxy.app import Flags, Proxy, ProxyOptions, json_errors
 from pharos.proxy.auth import KeyTable
+from pharos.proxy.bodies import BYTES_PER_MB, BodyBudget
 from pharos.proxy.done import RequestDone
+from pharos.proxy.listener import LimitedRunner, ListenerLimits
 from pharos.sched import DEFAULT_QUEUE_LIMIT, Scheduler
 from pharos.state import BackendSpec, State, StateOptions, StatRecord
 from pharos.usage import UsageBook
@@ -57,6 +60,10 @@ def new_session() -> aiohttp.ClientSession:
         skip_auto_headers=("Accept-Encoding",),
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0),
     )
+
+
+def listener_limits(limits: Limits) -> ListenerLimits:
+    return ListenerLimits(idle_s=limits.client_idle.seconds, max_connections=limits.max_connections)
 
 
 def key_table(config: Config) -> KeyTable:
@@ -109,6 +116,8 @@ class Pharos:
             queue_limit=self.options.queue_limit,
         )
         self.flags = Flags(ready=lambda: self.state.ready)
+        limits = config.limits
+        self.body_budget = BodyBudget(limits.bodies_in_flight_mb * BYTES_PER_MB)
         self.proxy = Proxy(
             clock=self.clock,
             session=self.session,
@@ -116,7 +125,11 @@ class Pharos:
             sched=self.sched,
             usage=self.usage,
             keys=lambda: self.keys,
-            options=self.options.proxy,
+            options=dataclasses.replace(
+                self.options.proxy,
+                body_read_s=limits.client_body.seconds,
+                upstream_idle_s=limits.upstream_idle.seconds,
+            ),
             flags=self.flags,
         )
         self.obs = Observability(
@@ -129,7 +142,8 @@ class Pharos:
         )
         self.proxy.on_done = self._on_done
         self.app = web.Application(
-            middlewares=[json_errors], client_max_size=self.options.proxy.max_body_bytes + 1024
+            middlewares=[json_errors, self.body_budget.middleware],
+            client_max_size=self.options.proxy.max_body_bytes + 1024,
         )
         self.obs.add_routes(self.app)
         self.proxy.add_routes(self.app)
@@ -226,8 +240,9 @@ async def running(
     shutdown_timeout_s: float = 1.0,
 ) -> AsyncIterator[str]:
     """Serve `pharos.app` on host:port (0 = free) and yield its base URL; for tests and demo."""
-    runner = web.AppRunner(
+    runner = LimitedRunner(
         pharos.app,
+        listener_limits(pharos.config.limits),
         handle_signals=False,
         handler_cancellation=True,
         shutdown_timeout=shutdown_timeout_s,

@@ -30,7 +30,7 @@ from pharos.cmd.discover import (
     describe_ports,
     discover_local,
 )
-from pharos.cmd.runtime import Pharos, new_session
+from pharos.cmd.runtime import Pharos, listener_limits, new_session
 from pharos.config import (
     Config,
     ConfigError,
@@ -41,6 +41,7 @@ from pharos.config import (
     load_for_reload,
 )
 from pharos.peer.statefile import StateFileError, read_state_file_async, write_state_file_async
+from pharos.proxy.listener import LimitedRunner
 from pharos.state import BackendSpec
 
 log = logging.getLogger("pharos")
@@ -221,8 +222,9 @@ async def _serve_pharos(
     restored = asyncio.Event()
     pharos.flags.ready = lambda: restored.is_set() and pharos.state.ready
     drain = config.drain  # a restart-only section: reloads don't change it
-    runner = web.AppRunner(
+    runner = LimitedRunner(
         pharos.app,
+        listener_limits(config.limits),
         handle_signals=False,
         handler_cancellation=True,
         access_log=None,

@@ -18,8 +18,9 @@ from aiohttp import web
 from pharos.clock import Clock
 from pharos.proxy import catalog
 from pharos.proxy.auth import KeyEntry, KeyTable
+from pharos.proxy.bodies import read_body
 from pharos.proxy.done import RequestDone, RequestRecord, finish
-from pharos.proxy.errors import ClientError, error_response, model_not_found, too_large
+from pharos.proxy.errors import ClientError, error_response, model_not_found
 from pharos.proxy.forward import Forwarder
 from pharos.proxy.parse import ask_for_usage, parse_request
 from pharos.proxy.upstream import Route
@@ -87,6 +88,10 @@ async def json_errors(
 class ProxyOptions:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     seed: int | None = None  # for the per-request tie-break seeds; None = random
+    body_read_s: float = 60.0  # a body not read by then is a 408 (limits.client_body)
+    upstream_idle_s: float = (
+        600.0  # no byte from the engine for this long: cut (limits.upstream_idle)
+    )
 
 
 @dataclass
@@ -118,6 +123,7 @@ class Proxy:
             sched=self.sched,
             rng=random.Random(self.options.seed),
             on_usage=self._count_usage,
+            idle_timeout_s=self.options.upstream_idle_s,
         )
 
     def _count_usage(
@@ -174,17 +180,9 @@ class Proxy:
         return handle
 
     async def _read_body(self, request: web.Request) -> bytes:
-        limit = self.options.max_body_bytes
-        if request.content_length is not None and request.content_length > limit:
-            raise too_large(limit)
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.content.iter_any():
-            size += len(chunk)
-            if size > limit:
-                raise too_large(limit)
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return await read_body(
+            request, max_bytes=self.options.max_body_bytes, timeout_s=self.options.body_read_s
+        )
 
     def _admit(self, key: KeyEntry, model: str, record: RequestRecord) -> None:
         if key.models and model not in key.models:

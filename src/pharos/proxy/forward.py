@@ -30,11 +30,15 @@ from pharos.proxy.upstream import (
     Refusal,
     Route,
     UpstreamDied,
+    UpstreamIdle,
     cut_client,
     forward_headers,
+    is_idle_timeout,
     no_usage,
     not_on_ollama,
     refusal_message,
+    upstream_idle,
+    upstream_timeout,
 )
 from pharos.sched import (
     Feedback,
@@ -62,6 +66,7 @@ class Forwarder:
         sched: Scheduler,
         rng: random.Random,
         on_usage: Callable[[str, str, int | None, int | None, int | None], None],
+        idle_timeout_s: float = 600.0,
     ) -> None:
         self._clock = clock
         self._session = session
@@ -69,6 +74,7 @@ class Forwarder:
         self._sched = sched
         self._rng = rng
         self._on_usage = on_usage
+        self._upstream_timeout = upstream_timeout(idle_timeout_s)
 
     def _excluded_for(self, route: Route, model: str) -> set[int]:
         """/api/* goes to Ollama backends only: a model no Ollama lists is a 404 there."""
@@ -189,8 +195,11 @@ class Forwarder:
         sent_s = self._clock.now()
         try:
             upstream = await self._session.post(
-                url, data=out_body, headers=forward_headers(request)
+                url, data=out_body, headers=forward_headers(request), timeout=self._upstream_timeout
             )
+        except aiohttp.SocketTimeoutError:
+            lease.release(NO_REPLY)  # the engine may still be working on it: no retry, no eject
+            raise upstream_idle(self._upstream_timeout) from None
         except (aiohttp.ClientConnectionError, TimeoutError, OSError) as exc:
             self._connect_failed(lease, record, exc)
             return None
@@ -256,11 +265,22 @@ class Forwarder:
                     if out:
                         await response.write(out)
             except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError) as exc:
+                if is_idle_timeout(exc):
+                    raise UpstreamIdle from exc
                 raise UpstreamDied(type(exc).__name__) from exc
             rest, usage = tap.finish()
             if rest:
                 await response.write(rest)
             await response.write_eof()
+        except UpstreamIdle:
+            upstream.close()
+            lease.release(no_usage(status, ttft_s, self._clock.now() - sent_s))
+            record.decide("upstream", "idle_timeout")
+            record.metered = False
+            if record.model is not None:  # unmetered, never 0 tokens
+                self._on_usage(record.key, record.model, None, None, None)
+            cut_client(request)
+            return response
         except UpstreamDied as died:
             self._state.eject(target.backend_url, f"died mid-reply: {died}")
             lease.release(no_usage(status, ttft_s, self._clock.now() - sent_s, died_mid_reply=True))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+import aiohttp
 import msgspec
 from aiohttp import web
 
@@ -50,6 +51,35 @@ class Refusal:
 
 class UpstreamDied(Exception):
     """The engine's connection broke after the reply had started."""
+
+
+class UpstreamIdle(Exception):
+    """The engine sent nothing for limits.upstream_idle after the reply had started."""
+
+
+def upstream_timeout(idle_s: float) -> aiohttp.ClientTimeout:
+    """No overall bound (a long generation is fine), but a bound on each silent gap: the
+    wait for the reply's headers and every gap between body chunks (limits.upstream_idle)."""
+    return aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=idle_s)
+
+
+def is_idle_timeout(exc: BaseException) -> bool:
+    """aiohttp raises a read timeout as SocketTimeoutError, sometimes wrapped in a payload
+    error; a connect timeout is not one."""
+    return isinstance(exc, aiohttp.SocketTimeoutError) or isinstance(
+        exc.__cause__, aiohttp.SocketTimeoutError
+    )
+
+
+def upstream_idle(timeout: aiohttp.ClientTimeout) -> ClientError:
+    return ClientError(
+        504,
+        f"The backend sent nothing for {timeout.sock_read:g}s (limits.upstream_idle).",
+        "server_error",
+        "upstream_timeout",
+        None,
+        ("upstream", "idle_timeout"),
+    )
 
 
 def forward_headers(request: web.Request) -> dict[str, str]:
