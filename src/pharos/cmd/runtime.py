@@ -114,6 +114,7 @@ class Pharos:
             self.clock,
             policy=config.policy.value,
             queue_limit=self.options.queue_limit,
+            queue_wait_s=config.limits.queue_wait.seconds,
         )
         self.flags = Flags(ready=lambda: self.state.ready)
         limits = config.limits

@@ -39,11 +39,14 @@ from pharos.proxy.upstream import (
     refusal_message,
     upstream_idle,
     upstream_timeout,
+    waited_in_vain,
 )
 from pharos.sched import (
     Feedback,
     Lease,
+    NeverFits,
     QueueFull,
+    QueueTimeout,
     RouteRequest,
     Scheduler,
     Unavailable,
@@ -113,6 +116,8 @@ class Forwarder:
             )
             try:
                 lease = await self._sched.acquire(key_name, weight, route_request)
+            except (NeverFits, QueueTimeout) as failure:
+                raise waited_in_vain(failure) from None
             except UnknownModel:
                 if refusal is not None:
                     return self._refused(refusal, route)

@@ -10,7 +10,7 @@ import msgspec
 from aiohttp import web
 
 from pharos.proxy.errors import ClientError
-from pharos.sched import Feedback
+from pharos.sched import Feedback, NeverFits, QueueTimeout
 
 _HOP_HEADERS = frozenset(
     {
@@ -68,6 +68,19 @@ def is_idle_timeout(exc: BaseException) -> bool:
     error; a connect timeout is not one."""
     return isinstance(exc, aiohttp.SocketTimeoutError) or isinstance(
         exc.__cause__, aiohttp.SocketTimeoutError
+    )
+
+
+def waited_in_vain(failure: NeverFits | QueueTimeout) -> ClientError:
+    """503 with the scheduler's reason: the queue bound passed, or the model fits no host."""
+    never = isinstance(failure, NeverFits)
+    return ClientError(
+        503,
+        f"Pharos could not place this request: {failure}.",
+        "server_error",
+        "model_too_large" if never else "queue_timeout",
+        None if never else 30.0,
+        ("route", failure.outcome),
     )
 
 

@@ -1,5 +1,6 @@
-"""An engine that goes silent is cut after limits.upstream_idle (issue 11, "Engines"),
-counted as the decision upstream=idle_timeout, and not ejected (it may just be slow)."""
+"""Nothing waits forever (issue 11, "Time"): an engine that goes silent is cut after
+limits.upstream_idle, counted as upstream=idle_timeout and not ejected (it may just be
+slow); a request queued past limits.queue_wait is a 503 with Retry-After and the reason."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import aiohttp
 import pytest
 
 from pharos.config import Duration, Limits
-from pharos.fakeengine import FakeLlamaCpp, no_sleep
+from pharos.fakeengine import FakeLlamaCpp, Ledger, no_sleep
 from tests.proxy.rig import Backend, RigFactory
 
 MODEL = "qwen2.5-0.5b"
@@ -57,3 +58,23 @@ async def test_a_reply_whose_headers_never_come_is_a_504_and_not_retried(
     assert all(r.backend_up(url) for url in r.urls)
     fake.release()
     other.release()
+
+
+async def test_a_request_waiting_past_limits_queue_wait_is_a_503_with_the_reason(
+    rig: RigFactory,
+) -> None:
+    fake = FakeLlamaCpp(ledger=Ledger(slots=1), sleep=no_sleep)
+    r = await rig(Backend(fake), limits=Limits(queue_wait=Duration("300ms")))
+    fake.hold()
+    first = asyncio.create_task(r.chat(MODEL, "first", stream=True))
+    await r.until(lambda: r.inflight() == 1, "the first request running")
+    async with r.client.post(r.base + CHAT, json=chat_body(stream=False)) as response:
+        status, headers, reply = response.status, response.headers, await response.json()
+    assert status == 503, reply
+    assert reply["error"]["code"] == "queue_timeout"
+    assert "limits.queue_wait" in reply["error"]["message"]
+    assert headers["Retry-After"] == "30"
+    assert r.pharos.sched.waiting_count() == 0
+    fake.release()
+    assert (await first)[0] == 200
+    assert ("route", "queue_timeout") in [d for done in r.done for d in done.decisions]
