@@ -239,3 +239,41 @@ def test_sweeping_without_a_state_file_or_directory_is_quiet(tmp_path: Path) -> 
     assert read_state_file(tmp_path / "pharos.state") is None
     assert list(tmp_path.iterdir()) == []
     assert sweep_temp_files(tmp_path / "missing" / "pharos.state") == (0, 0)
+
+
+def test_reading_a_large_state_file_keeps_entries_encoded_until_a_slice_is_asked_for(
+    tmp_path: Path,
+) -> None:
+    """A full index decoded at once left RSS at 242 MB after the restore against 80 MB filled
+    live (benchmarks/bench_restore.py): entries decode a slice at a time."""
+    import gc
+    import tracemalloc
+
+    key = "http://backend-{}:8000 qwen2.5-coder-7b-instruct"
+    entries = [
+        PrefixEntry(hash=n, slots=[ExportedSlot(key.format(t), float(n)) for t in range(4)])
+        for n in range(20_000)
+    ]
+    path = tmp_path / "pharos.state"
+    write_state_file(path, StateSnapshot(prefix=entries))
+    file_bytes = path.stat().st_size
+    gc.collect()
+    tracemalloc.start()
+    try:
+        snapshot = read_state_file(path)
+        held, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert snapshot is not None and len(snapshot.prefix) == 20_000
+    assert held < 1.5 * file_bytes  # the file's bytes and a small handle per entry
+    assert snapshot.prefix[100:102] == entries[100:102]
+
+
+def test_a_corrupt_prefix_entry_is_skipped_and_the_rest_restored(tmp_path: Path) -> None:
+    good = PrefixEntry(hash=1, slots=[ExportedSlot("t", 1.0)])
+    data = msgspec.msgpack.encode({"proto": 1, "prefix": [good, {"hash": "not a number"}, good]})
+    path = tmp_path / "pharos.state"
+    path.write_bytes(data)
+    snapshot = read_state_file(path)
+    assert snapshot is not None
+    assert snapshot.prefix[0:3] == [good, good]
