@@ -18,12 +18,14 @@ BOUND_S = 5.0  # every wait below ends long before this, or the bound under test
 SECRET = "sk-very-secret-header-value"
 
 
+LIMITED = (
+    "limits:\n  client_idle: 300ms\n  client_body: 300ms\n  max_connections: 4\nbackends: []\n"
+)
+
+
 @pytest.fixture
 async def base() -> AsyncIterator[str]:
-    text = (
-        "limits:\n  client_idle: 300ms\n  client_body: 300ms\n  max_connections: 4\nbackends: []\n"
-    )
-    async with running(Pharos(parse_config(text, "test"))) as url:
+    async with running(Pharos(parse_config(LIMITED, "test"))) as url:
         yield url
 
 
@@ -67,6 +69,22 @@ async def test_connections_past_the_cap_get_a_503_and_a_log_line(
     base: str, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.WARNING, logger="pharos.listener")
+    await past_the_cap(base)
+    assert "refusing client connections" in caplog.text
+
+
+def test_connections_past_the_cap_get_a_503_on_uvloop_too() -> None:
+    """`pharos serve` runs on uvloop, whose transports are no asyncio.Transport."""
+    uvloop = pytest.importorskip("uvloop")
+
+    async def scenario() -> None:
+        async with running(Pharos(parse_config(LIMITED, "test"))) as url:
+            await past_the_cap(url)
+
+    uvloop.run(scenario())
+
+
+async def past_the_cap(base: str) -> None:
     held = [await connect(base) for _ in range(4)]
     for _, writer in held:  # each sends half a request head, so it counts as open
         writer.write(b"GET /healthz HTTP/1.1\r\n")
@@ -75,7 +93,6 @@ async def test_connections_past_the_cap_get_a_503_and_a_log_line(
     status, headers, body = await reply_of(reader)
     assert status == 503 and headers["Retry-After"] == "1"
     assert json.loads(body)["error"]["code"] == "too_many_connections"
-    assert "refusing client connections" in caplog.text
     for _, held_writer in held:
         held_writer.close()
     writer.close()
