@@ -213,3 +213,42 @@ async def test_the_watcher_survives_an_unexpected_error_and_keeps_watching(
     assert polls == [0, 1, 2]  # the error on the first poll did not end the loop
     assert "config reload failed" in caplog.text
     await pharos.stop()
+
+
+VALID = config_text("http://127.0.0.1:9")
+
+# what the watcher may read, with alice's key running: each was applied before (issue 11)
+NARROWING_ONLY = [
+    "",  # an editor truncated the file before writing it
+    "# nothing yet\n\n",
+    VALID[: VALID.index("keys:")],  # a valid file caught mid-write, before its keys
+    "backends: []\nkeys: []\n",
+]
+
+
+@pytest.mark.parametrize("text", NARROWING_ONLY)
+async def test_a_reload_that_would_drop_every_key_is_refused(
+    tmp_path: Path, text: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    path = tmp_path / "pharos.yaml"
+    path.write_text(config_text("http://127.0.0.1:9"))
+    pharos = await started(path)
+    running_config = pharos.config
+    path.write_text(text)
+    with caplog.at_level(logging.ERROR, logger="pharos"):
+        assert not await reload_config(pharos, path)
+    assert "the running config stays" in caplog.text
+    assert pharos.config is running_config
+    assert not pharos.keys.is_open
+    assert [key.name for key in pharos.keys.entries] == ["alice"]
+    await pharos.stop()
+
+
+async def test_dropping_every_key_on_purpose_needs_the_explicit_setting(tmp_path: Path) -> None:
+    path = tmp_path / "pharos.yaml"
+    path.write_text(config_text("http://127.0.0.1:9"))
+    pharos = await started(path)
+    path.write_text(VALID[: VALID.index("keys:")] + "allow_dropping_keys: true\n")
+    assert await reload_config(pharos, path)
+    assert pharos.keys.is_open
+    await pharos.stop()

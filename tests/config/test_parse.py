@@ -300,3 +300,13 @@ def test_restart_needed_names_the_sections_read_once() -> None:
     )
     assert restart_needed(running, reloaded) == ("listen", "drain")
     assert restart_needed(running, parse("listen: ':8090'")) == ()
+
+
+def test_limits_default_to_bounds_and_refuse_zero() -> None:
+    limits = parse("").limits
+    assert limits.queue_wait.seconds == 600 and limits.client_idle.seconds == 30
+    assert limits.max_connections == 768 and limits.bodies_in_flight_mb == 256
+    assert problems_of("limits:\n  queue_wait: 0s\n") == (
+        "limits.queue_wait: must be longer than 0 (nothing may wait forever)",
+    )
+    assert parse("metrics_public: true\nkeys: []\n").metrics_public is True

@@ -41,6 +41,7 @@ class KeySpec:
     weight: int = 1
     models: tuple[str, ...] = ()
     admin: bool = False
+    metrics: bool = False
 
     def as_config(self) -> dict[str, Any]:
         entry: dict[str, Any] = {"name": self.name, "sha256": hash_key(self.secret)}
@@ -54,6 +55,8 @@ class KeySpec:
             entry["models"] = list(self.models)
         if self.admin:
             entry["admin"] = True
+        if self.metrics:
+            entry["metrics"] = True
         return entry
 
 

@@ -23,6 +23,7 @@ ALICE = KeySpec("alice", "sk-alice-0001", models=(MODEL,))
 BOB = KeySpec("bob", "sk-bob-0002", rpm=2)
 CAROL = KeySpec("carol", "sk-carol-0003", tokens_per_day=5)
 DAVE = KeySpec("dave", "sk-dave-0004")
+PROMETHEUS = KeySpec("prometheus", "sk-prom-0005", metrics=True)
 
 
 def two_model_ollama() -> FakeOllama:
@@ -40,7 +41,7 @@ def clock() -> FakeClock:
 async def router(start_router: StartRouter, clock: FakeClock) -> Router:
     return await start_router(
         [BackendSpecYaml(two_model_ollama(), "ollama")],
-        keys=[ALICE, BOB, CAROL, DAVE],
+        keys=[ALICE, BOB, CAROL, DAVE, PROMETHEUS],
         clock=clock,
         timezone=ZONE,
     )
@@ -127,7 +128,7 @@ async def test_quota_is_429_until_midnight_in_the_zone(router: Router, clock: Fa
 async def test_refused_requests_are_decisions(router: Router) -> None:
     await router.chat("sk-nobody")
     await router.chat(ALICE.secret, OTHER_MODEL)
-    exposition = (await router.get("/metrics"))[2].decode()
+    exposition = (await router.get("/metrics", PROMETHEUS.secret))[2].decode()
     assert 'pharos_decisions_total{outcome="unauthorized",stage="admission"} 1.0' in exposition
     assert 'pharos_decisions_total{outcome="model_not_allowed",stage="admission"} 1.0' in (
         exposition
@@ -141,7 +142,7 @@ async def test_ollama_probes_need_no_key(router: Router) -> None:
     assert status == 200
     assert json.loads(body)["version"] == "0.34.4"
     status, _, _ = await router.get("/metrics")
-    assert status == 200
+    assert status == 401  # /metrics names every key: it needs one (issue 11)
 
 
 async def test_anthropic_sdk_key_header_is_a_key(router: Router) -> None:

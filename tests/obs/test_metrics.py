@@ -41,6 +41,8 @@ SPEC_DECISIONS = {
         "model_not_allowed",
         "rate_limited",
         "quota_exceeded",
+        "too_busy",
+        "body_timeout",
     ],
     "usage": ["pharos_asked", "client_asked"],
     "route": [
@@ -51,6 +53,8 @@ SPEC_DECISIONS = {
         "unknown_model",
         "unavailable",
         "queue_full",
+        "queue_timeout",
+        "never_fits",
         "client_left",
     ],
     "queue": ["immediate", "waited"],
@@ -63,6 +67,7 @@ SPEC_DECISIONS = {
         "busy_retried",
         "error_retried",
         "died_mid_reply",
+        "idle_timeout",
         "client_left",
         "pharos_error",
     ],
@@ -92,7 +97,7 @@ def value(exposition: str, name: str, **labels: str) -> float | None:
 
 
 async def metrics(router: Router) -> str:
-    status, headers, body = await router.get("/metrics")
+    status, headers, body = await router.get("/metrics", ADMIN.secret)
     assert status == 200
     assert headers["Content-Type"].startswith("text/plain")
     return body.decode()

@@ -61,7 +61,7 @@ class MemoryTransport:
         path: str,
         headers: Mapping[str, str],
         body: bytes,
-        timeout_s: float,
+        timeout_s: float,  # noqa: ARG002 (the Transport protocol; in memory nothing times out)
     ) -> Reply:
         network = self._network
         target = network.nodes.get(address)

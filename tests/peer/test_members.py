@@ -59,7 +59,7 @@ async def test_a_dns_name_with_a_port_uses_that_port() -> None:
 async def test_a_failed_lookup_keeps_the_last_list_and_is_logged_once(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    async def resolve(name: str) -> Sequence[str]:
+    async def resolve(_name: str) -> Sequence[str]:
         raise OSError(-2, "Name or service not known")
 
     members = Members(dns="nowhere.invalid", resolve=resolve)

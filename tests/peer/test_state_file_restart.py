@@ -129,9 +129,7 @@ async def test_the_state_file_is_written_periodically(tmp_path: Path) -> None:
             written.set()
             await asyncio.Event().wait()
 
-    writer = asyncio.create_task(
-        write_state_periodically(instance.pharos.shared, path, sleep=tick)
-    )
+    writer = asyncio.create_task(write_state_periodically(instance.pharos.shared, path, sleep=tick))
     try:
         async with asyncio.timeout(10):
             await written.wait()

@@ -10,6 +10,7 @@ from pharos.peer.statefile import (
     StateFileError,
     read_state_file,
     read_state_file_async,
+    sweep_temp_files,
     write_state_bytes_async,
     write_state_file,
 )
@@ -211,3 +212,28 @@ def test_usage_survives_a_restart_through_the_state_file(tmp_path: Path) -> None
     assert after.today_by_key() == before.today_by_key()
     after.record_reply("alice", "m", 1, 0, 1)
     assert after.tokens_today("alice") == 122
+
+
+def test_temp_files_left_by_killed_writers_are_swept_when_the_file_is_read(
+    tmp_path: Path,
+) -> None:
+    """12 kill -9 during writes left 102 MB of temp files (issue 11); nothing removed them."""
+    path = tmp_path / "pharos.state"
+    write_state_file(path, sample())
+    for index in range(3):
+        (tmp_path / f".pharos.state.k{index}.tmp").write_bytes(b"x" * 1000)
+    (tmp_path / ".other.state.k9.tmp").write_bytes(b"not ours")
+    (tmp_path / "pharos.state.tmp").write_bytes(b"not a temp name of ours")
+    assert read_state_file(path) == sample()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        ".other.state.k9.tmp",
+        "pharos.state",
+        "pharos.state.tmp",
+    ]
+
+
+def test_sweeping_without_a_state_file_or_directory_is_quiet(tmp_path: Path) -> None:
+    (tmp_path / ".pharos.state.k1.tmp").write_bytes(b"x")
+    assert read_state_file(tmp_path / "pharos.state") is None
+    assert list(tmp_path.iterdir()) == []
+    assert sweep_temp_files(tmp_path / "missing" / "pharos.state") == (0, 0)

@@ -155,7 +155,7 @@ def test_a_future_proto_is_a_proto_mismatch_naming_both_versions() -> None:
 def test_a_corrupt_slice_is_skipped_and_the_others_still_decode() -> None:
     good = [PrefixEntry(hash=i, slots=[ExportedSlot("t", float(i))]) for i in range(3)]
     snapshot = Snapshot(
-        prefix_slices=[encode_entries(good[:2]), b"\xc1junk", encode_entries(good[2:])]
+        prefix_slices=[encode_entries(good[:2]), memoryview(b"\xc1junk"), encode_entries(good[2:])]
     )
     assert [e for batch in entry_slices(decode_snapshot(encode(snapshot))) for e in batch] == good
 

@@ -227,3 +227,28 @@ def test_hashes_are_stable_across_processes_and_builds() -> None:
     chat_line, prompt_line = outputs.pop().splitlines()
     assert chat_line == f"{list(PINNED_CHAT)} [9, 29, 31]"
     assert prompt_line == str(list(PINNED_PROMPT))
+
+
+def test_distinct_huge_roles_leave_no_memory_behind() -> None:
+    """40 chats with distinct 8 MiB roles took RSS from 50 to 723 MB through a cache bounded
+    by count, not size (issue 11): a client's role string is never kept."""
+    import gc
+    import tracemalloc
+
+    tracemalloc.start()
+    try:
+        before, _ = tracemalloc.get_traced_memory()
+        for index in range(8):
+            chain_for_chat("m", None, [(f"{index}" + "r" * (1 << 20), "hi")])
+        gc.collect()
+        after, _ = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert after - before < 1 << 20  # 8 MiB of roles seen, under 1 MiB kept
+
+
+def test_well_known_and_odd_roles_hash_the_same_as_before() -> None:
+    a = chain_for_chat("m", None, [("user", "hi"), ("assistant", "yo"), ("weird", "x")])
+    b = chain_for_chat("m", None, [("user", "hi"), ("assistant", "yo"), ("weird", "x")])
+    c = chain_for_chat("m", None, [("user", "hi"), ("assistant", "yo"), ("weirder", "x")])
+    assert a == b and a.hashes[:2] == c.hashes[:2] and a.hashes[2] != c.hashes[2]

@@ -17,7 +17,7 @@ import pytest
 from aiohttp import web
 
 from pharos.cmd.runtime import Pharos, RuntimeOptions, running
-from pharos.config import Config
+from pharos.config import Config, Limits
 from pharos.engine.types import Kind, Residency
 from pharos.fakeengine import FakeEngine, FakeLlamaCpp, FakeOllama, FakeVLLM, serve
 from pharos.proxy.app import ProxyOptions
@@ -192,6 +192,7 @@ async def rig() -> AsyncIterator[RigFactory]:
             extra_specs: Sequence[BackendSpec] = (),
             wait_up: bool = True,
             state: StateOptions = FAST_STATE,
+            limits: Limits | None = None,
         ) -> Rig:
             urls = [await stack.enter_async_context(serve(b.fake)) for b in backends]
             specs = [
@@ -211,7 +212,8 @@ async def rig() -> AsyncIterator[RigFactory]:
                 queue_limit=queue_limit,
                 on_done=done.append,
             )
-            pharos = Pharos(Config(), backends=[*specs, *extra_specs], options=options)
+            config = Config() if limits is None else Config(limits=limits)
+            pharos = Pharos(config, backends=[*specs, *extra_specs], options=options)
             base = await stack.enter_async_context(running(pharos))
             client = await stack.enter_async_context(aiohttp.ClientSession())
             result = Rig(base, pharos, [b.fake for b in backends], urls, client, done)

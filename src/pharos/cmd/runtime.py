@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import zoneinfo
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -36,7 +37,7 @@ import aiohttp
 from aiohttp import web
 
 from pharos.clock import Clock, SystemClock
-from pharos.config import Config, usage_zone
+from pharos.config import Config, Limits, usage_zone
 from pharos.config.reload import restart_needed
 from pharos.discovery import BackendSources, backend_specs, open_log_feed
 from pharos.discovery.combine import STATIC
@@ -46,8 +47,10 @@ from pharos.peer.table import PeerTable
 from pharos.prefix import PrefixIndex, Source
 from pharos.proxy.app import Flags, Proxy, ProxyOptions, json_errors
 from pharos.proxy.auth import KeyTable
+from pharos.proxy.bodies import BYTES_PER_MB, BodyBudget
 from pharos.proxy.done import RequestDone
 from pharos.proxy.keys import KeyRing, key_table
+from pharos.proxy.listener import LimitedRunner, ListenerLimits
 from pharos.sched import DEFAULT_QUEUE_LIMIT, Scheduler
 from pharos.state import BackendSpec, State, StateOptions
 from pharos.usage import UsageBook
@@ -97,6 +100,10 @@ def scrape_session() -> aiohttp.ClientSession:
     return aiohttp.ClientSession(connector=connector)
 
 
+def listener_limits(limits: Limits) -> ListenerLimits:
+    return ListenerLimits(idle_s=limits.client_idle.seconds, max_connections=limits.max_connections)
+
+
 class Pharos:
     """A router instance: state, prefix index, scheduler, usage, proxy and observability."""
 
@@ -142,6 +149,7 @@ class Pharos:
             self.clock,
             policy=config.policy.value,
             queue_limit=self.options.queue_limit,
+            queue_wait_s=config.limits.queue_wait.seconds,
             on_prefix_op=self.peers.push,
         )
         self.shared = Shared(self.prefix, self.state, self.usage, self.sched)  # peer plane
@@ -167,10 +175,16 @@ class Pharos:
             keys=self.keyring,
             flags=self.flags,
             on_done=self._request_done,
-            options=self.options.proxy,
+            options=dataclasses.replace(
+                self.options.proxy,
+                body_read_s=config.limits.client_body.seconds,
+                upstream_idle_s=config.limits.upstream_idle.seconds,
+            ),
         )
+        self.body_budget = BodyBudget(config.limits.bodies_in_flight_mb * BYTES_PER_MB)
         self.app = web.Application(
-            middlewares=[json_errors], client_max_size=self.options.proxy.max_body_bytes + 1024
+            middlewares=[json_errors, self.body_budget.middleware],
+            client_max_size=self.options.proxy.max_body_bytes + 1024,
         )
         self.obs.add_routes(self.app)
         self.proxy.add_routes(self.app)
@@ -237,8 +251,9 @@ async def running(
     shutdown_timeout_s: float = 1.0,
 ) -> AsyncIterator[str]:
     """Serve `pharos.app` on host:port (0 = free) and yield its base URL; for tests and demo."""
-    runner = web.AppRunner(
+    runner = LimitedRunner(
         pharos.app,
+        listener_limits(pharos.config.limits),
         handle_signals=False,
         handler_cancellation=True,
         shutdown_timeout=shutdown_timeout_s,

@@ -18,12 +18,12 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from aiohttp import web
 
-from pharos.cmd.runtime import Pharos
+from pharos.cmd.runtime import Pharos, listener_limits
 from pharos.config import Config, ConfigError, Drain, Duration, HostPort, load_config
 from pharos.config.watch import watch_config
 from pharos.discovery.local import (
@@ -35,6 +35,7 @@ from pharos.discovery.local import (
 from pharos.peer.node import Node
 from pharos.peer.restore import restore_state_file, save_state_file, write_state_periodically
 from pharos.peer.server import PeerSetupError, running_peers
+from pharos.proxy.listener import LimitedRunner
 
 log = logging.getLogger("pharos")
 
@@ -207,8 +208,9 @@ async def _serve_public(
     node: Node | None,
 ) -> int:
     drain = config.drain  # a restart-only section: reloads don't change it
-    runner = web.AppRunner(
+    runner = LimitedRunner(
         pharos.app,
+        listener_limits(config.limits),
         handle_signals=False,
         handler_cancellation=True,
         access_log=None,

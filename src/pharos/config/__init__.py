@@ -2,7 +2,7 @@
 
 from pharos.config.load import ConfigError, load_config, parse_config
 from pharos.config.own_probes import library_probe_names
-from pharos.config.reload import RESTART_SECTIONS, restart_needed
+from pharos.config.reload import RESTART_SECTIONS, load_for_reload, restart_needed
 from pharos.config.rules import log_feed_problem, url_problem
 from pharos.config.schema import (
     BYTES_PER_GB,
@@ -10,6 +10,7 @@ from pharos.config.schema import (
     Config,
     Drain,
     Key,
+    Limits,
     LogProbe,
     OwnProbe,
     Peers,
@@ -32,6 +33,7 @@ __all__ = [
     "Duration",
     "HostPort",
     "Key",
+    "Limits",
     "LogProbe",
     "OwnProbe",
     "Peers",
@@ -41,6 +43,7 @@ __all__ = [
     "host_zone",
     "library_probe_names",
     "load_config",
+    "load_for_reload",
     "log_feed_problem",
     "parse_config",
     "parse_duration_s",

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 import msgspec
 
 from pharos.config.own_probes import check_own_probes
-from pharos.config.schema import Backend, Config, Key, Peers, Usage
+from pharos.config.schema import Backend, Config, Key, Limits, Peers, Usage
 
 _SHA256_HEX = re.compile(r"[0-9a-fA-F]{64}")
 _MEMBER = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+):\d{1,5}")
@@ -47,6 +47,7 @@ def check(
     keys = tuple(msgspec.structs.replace(key, sha256=key.sha256.lower()) for key in config.keys)
     problems.extend(_check_keys(keys))
     problems.extend(_check_usage(config.usage))
+    problems.extend(_check_limits(config.limits))
     if config.peers is not None:
         problems.extend(_check_peers(config.peers))
     if config.state_file is not None and not config.state_file.strip():
@@ -157,6 +158,12 @@ def _check_usage(usage: Usage) -> Iterator[str]:
             f'usage.timezone: "{usage.timezone}" is not an IANA time zone, '
             "like Europe/Berlin or Asia/Bangkok"
         )
+
+
+def _check_limits(limits: Limits) -> Iterator[str]:
+    for name in ("queue_wait", "client_idle", "client_body", "upstream_idle"):
+        if getattr(limits, name).seconds <= 0:
+            yield f"limits.{name}: must be longer than 0 (nothing may wait forever)"
 
 
 def _check_peers(peers: Peers) -> Iterator[str]:

@@ -71,6 +71,7 @@ class Key(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True)
     weight: PositiveInt = 1  # fair-queue share
     models: tuple[str, ...] = ()  # allow-list; empty = every model
     admin: bool = False  # may read /status and /usage
+    metrics: bool = False  # may read /metrics (a Prometheus scrape key); admin keys may too
 
 
 class Usage(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -81,6 +82,17 @@ class Usage(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tru
 class Drain(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
     grace: Duration = msgspec.field(default_factory=lambda: Duration("5s"))
     timeout: Duration = msgspec.field(default_factory=lambda: Duration("10m"))
+
+
+class Limits(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
+    """Bounds on waiting and reading (issue 11): nothing waits forever. Read at startup."""
+
+    queue_wait: Duration = msgspec.field(default_factory=lambda: Duration("10m"))  # cold load
+    client_idle: Duration = msgspec.field(default_factory=lambda: Duration("30s"))  # headers
+    client_body: Duration = msgspec.field(default_factory=lambda: Duration("60s"))
+    max_connections: PositiveInt = 768  # client connections; under a 1024-fd default limit
+    bodies_in_flight_mb: PositiveInt = 256  # request bytes held at once, over all requests
+    upstream_idle: Duration = msgspec.field(default_factory=lambda: Duration("10m"))
 
 
 class Peers(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=True):
@@ -99,6 +111,9 @@ class Config(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=Tr
     usage: Usage = msgspec.field(default_factory=Usage)
     drain: Drain = msgspec.field(default_factory=Drain)
     peers: Peers | None = None
+    limits: Limits = msgspec.field(default_factory=Limits)
+    metrics_public: bool = False  # true: /metrics needs no key even when keys are configured
+    allow_dropping_keys: bool = False  # true: a reload may remove every key (opening access)
 
 
 ENUM_CHOICES: Mapping[str, tuple[str, ...]] = {
@@ -112,6 +127,17 @@ ENUM_CHOICES: Mapping[str, tuple[str, ...]] = {
 def field_names() -> frozenset[str]:
     """Every field name of the schema, to suggest a fix for an unknown field."""
     names: set[str] = set()
-    for struct in (PromProbe, LogProbe, OwnProbe, Backend, Key, Usage, Drain, Peers, Config):
+    for struct in (
+        PromProbe,
+        LogProbe,
+        OwnProbe,
+        Backend,
+        Key,
+        Usage,
+        Drain,
+        Peers,
+        Limits,
+        Config,
+    ):
         names.update(struct.__struct_fields__)
     return frozenset(names)

@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Protocol
 
-from pharos.config.load import ConfigError, load_config
+from pharos.config.load import ConfigError
+from pharos.config.reload import load_for_reload
 from pharos.config.schema import Config
 
 log = logging.getLogger("pharos")
@@ -21,6 +22,11 @@ CONFIG_POLL_INTERVAL_S = 10.0
 
 
 class Reloadable(Protocol):
+    @property
+    def config(self) -> Config:
+        """The running config: a reload that would widen access against it is refused."""
+        ...
+
     def apply_config(self, new: Config) -> tuple[str, ...]:
         """Apply what applies live; return the sections that need a restart. Raises
         ConfigError (leaving the running config whole) when the new one can't be built."""
@@ -32,7 +38,7 @@ async def reload_config(target: Reloadable, path: Path) -> bool:
     config stays. Keys, quotas and static backends apply live; other changed sections
     are logged as needing a restart."""
     try:
-        new = await asyncio.to_thread(load_config, path)
+        new = await asyncio.to_thread(load_for_reload, path, target.config)
         pending = target.apply_config(new)
     except ConfigError as err:
         log.error("config reload failed; the running config stays:\n%s", err)

@@ -33,6 +33,13 @@ FORBIDDEN = ClientError(
     "insufficient_permissions",
 )
 
+METRICS_FORBIDDEN = ClientError(
+    403,
+    "This key may not read /metrics; an admin key or one marked `metrics: true` is needed.",
+    "permission_error",
+    "insufficient_permissions",
+)
+
 
 def _field(value: object) -> str:
     """A logfmt value, JSON-quoted when it holds a space, quote, `=` or a control character
@@ -118,7 +125,21 @@ class Observability:
             raise FORBIDDEN
         return key
 
-    async def _metrics(self, _request: web.Request) -> web.StreamResponse:
+    def _may_read_metrics(self, request: web.Request) -> None:
+        """/metrics names every key and its usage: with keys configured, only an admin key or
+        one marked `metrics: true` reads it (a Prometheus scrape), unless `metrics_public`."""
+        table = self._keys.table
+        if table.is_open or table.metrics_public:
+            return
+        key = self._keys.authenticate(request)
+        if not (key.admin or key.metrics):
+            raise METRICS_FORBIDDEN
+
+    async def _metrics(self, request: web.Request) -> web.StreamResponse:
+        try:
+            self._may_read_metrics(request)
+        except ClientError as err:
+            return error_response(err)
         return web.Response(
             body=self.metrics.exposition(),
             headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},

@@ -7,6 +7,7 @@ both (peer/restore.py).
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import tempfile
 from contextlib import suppress
@@ -14,13 +15,27 @@ from pathlib import Path
 
 from pharos.peer.wire import Snapshot, WireError, decode_snapshot, encode
 
+log = logging.getLogger("pharos.state_file")
+
+_TEMP_SUFFIX = ".tmp"
+
 
 class StateFileError(Exception):
     """The state file exists but can't be used; the caller logs it and starts empty."""
 
 
 def read_state_file(path: Path) -> Snapshot | None:
-    """None when there is no file; StateFileError when it can't be read or decoded."""
+    """None when there is no file; StateFileError when it can't be read or decoded.
+
+    Read once at startup, before any write: the moment to sweep temp files a killed
+    writer left (12 kill -9 during writes once left 102 MB)."""
+    swept, swept_bytes = sweep_temp_files(path)
+    if swept:
+        log.info(
+            "removed %d temp files (%d bytes) left by interrupted state file writes",
+            swept,
+            swept_bytes,
+        )
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -54,9 +69,34 @@ async def write_state_bytes_async(path: Path, data: bytes) -> None:
     await asyncio.to_thread(write_state_bytes, path, data)
 
 
+def _temp_prefix(path: Path) -> str:
+    return f".{path.name}."
+
+
+def sweep_temp_files(path: Path) -> tuple[int, int]:
+    """Remove the temp files `_write_atomically` leaves when killed mid-write; returns
+    (files, bytes). Call it only while no write to `path` is under way (at startup)."""
+    prefix = _temp_prefix(path)
+    removed = removed_bytes = 0
+    try:
+        names = os.listdir(path.parent)
+    except OSError:
+        return 0, 0
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(_TEMP_SUFFIX)):
+            continue
+        temp = path.parent / name
+        with suppress(OSError):
+            size = temp.stat().st_size
+            temp.unlink()
+            removed += 1
+            removed_bytes += size
+    return removed, removed_bytes
+
+
 def _write_atomically(path: Path, data: bytes) -> None:
     directory = path.parent
-    fd, temp_name = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    fd, temp_name = tempfile.mkstemp(dir=directory, prefix=_temp_prefix(path), suffix=_TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as temp_file:
             temp_file.write(data)

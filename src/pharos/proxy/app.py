@@ -19,8 +19,9 @@ from pharos.clock import Clock
 from pharos.engine.usage import Usage
 from pharos.proxy import catalog
 from pharos.proxy.auth import KeyEntry
+from pharos.proxy.bodies import read_body
 from pharos.proxy.done import RequestDone, RequestRecord, finish
-from pharos.proxy.errors import ClientError, error_response, model_not_found, too_large
+from pharos.proxy.errors import ClientError, error_response, model_not_found
 from pharos.proxy.forward import Exchange, Forwarder
 from pharos.proxy.keys import KeyRing
 from pharos.proxy.parse import ask_for_usage, parse_request
@@ -80,6 +81,10 @@ async def json_errors(
 class ProxyOptions:
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     seed: int | None = None  # for the per-request tie-break seeds; None = random
+    body_read_s: float = 60.0  # a body not read by then is a 408 (limits.client_body)
+    upstream_idle_s: float = (
+        600.0  # no byte from the engine for this long: cut (limits.upstream_idle)
+    )
 
 
 class Flags:
@@ -132,6 +137,7 @@ class Proxy:
             sched=sched,
             rng=random.Random(options.seed),
             meter=self._meter,
+            idle_timeout_s=options.upstream_idle_s,
         )
 
     def _meter(self, key: str, model: str, usage: Usage | None) -> None:
@@ -187,17 +193,9 @@ class Proxy:
         return handle
 
     async def _read_body(self, request: web.Request) -> bytes:
-        limit = self.options.max_body_bytes
-        if request.content_length is not None and request.content_length > limit:
-            raise too_large(limit)
-        chunks: list[bytes] = []
-        size = 0
-        async for chunk in request.content.iter_any():
-            size += len(chunk)
-            if size > limit:
-                raise too_large(limit)
-            chunks.append(chunk)
-        return b"".join(chunks)
+        return await read_body(
+            request, max_bytes=self.options.max_body_bytes, timeout_s=self.options.body_read_s
+        )
 
     def _admit(self, key: KeyEntry, model: str) -> None:
         if key.models and model not in key.models:

@@ -27,6 +27,7 @@ class KeyEntry:
     weight: int = 1  # fair-queue share
     models: frozenset[str] = field(default_factory=frozenset)  # allow-list; empty = every model
     admin: bool = False  # may read /status and /usage
+    metrics: bool = False  # may read /metrics (admin keys may too)
 
     def __repr__(self) -> str:
         return f"KeyEntry(name={self.name!r}, admin={self.admin})"
@@ -56,9 +57,12 @@ def bearer_token(authorization: str | None) -> str | None:
 
 
 class KeyTable:
-    def __init__(self, by_digest: Mapping[str, KeyEntry], *, is_open: bool) -> None:
+    def __init__(
+        self, by_digest: Mapping[str, KeyEntry], *, is_open: bool, metrics_public: bool = False
+    ) -> None:
         self._by_digest = dict(by_digest)
         self._open = is_open
+        self.metrics_public = metrics_public  # /metrics needs no key even with keys configured
 
     @classmethod
     def open(cls) -> KeyTable:
@@ -66,7 +70,7 @@ class KeyTable:
         return cls({}, is_open=True)
 
     @classmethod
-    def from_entries(cls, entries: Iterable[KeyEntry]) -> KeyTable:
+    def from_entries(cls, entries: Iterable[KeyEntry], *, metrics_public: bool = False) -> KeyTable:
         """Raises ValueError naming the entry for a bad digest or a repeated name or digest."""
         by_digest: dict[str, KeyEntry] = {}
         names: set[str] = set()
@@ -91,7 +95,7 @@ class KeyTable:
             by_digest[digest] = replace(entry, sha256=digest)
         if not by_digest:
             return cls.open()
-        return cls(by_digest, is_open=False)
+        return cls(by_digest, is_open=False, metrics_public=metrics_public)
 
     @property
     def is_open(self) -> bool:

@@ -32,16 +32,23 @@ from pharos.proxy.upstream import (
     Refusal,
     Route,
     UpstreamDied,
+    UpstreamIdle,
     cut_client,
     forward_headers,
+    is_idle_timeout,
     no_usage,
     not_on_ollama,
     refusal_message,
+    upstream_idle,
+    upstream_timeout,
+    waited_in_vain,
 )
 from pharos.sched import (
     Feedback,
     Lease,
+    NeverFits,
     QueueFull,
+    QueueTimeout,
     RouteRequest,
     Scheduler,
     Unavailable,
@@ -85,6 +92,7 @@ class Forwarder:
         sched: Scheduler,
         rng: random.Random,
         meter: MeterFn,
+        idle_timeout_s: float = 600.0,
     ) -> None:
         self._clock = clock
         self._session = session
@@ -92,6 +100,7 @@ class Forwarder:
         self._sched = sched
         self._rng = rng
         self._meter = meter
+        self._upstream_timeout = upstream_timeout(idle_timeout_s)
 
     def _excluded_for(self, route: Route, model: str) -> set[int]:
         """/api/* goes to Ollama backends only: a model no Ollama lists is a 404 there."""
@@ -120,6 +129,8 @@ class Forwarder:
             )
             try:
                 lease = await self._sched.acquire(ex.key.name, ex.key.weight, route_request)
+            except (NeverFits, QueueTimeout) as failure:
+                raise waited_in_vain(failure) from None
             except UnknownModel:
                 if ex.refusal is not None:
                     return self._refused(ex.refusal, ex.route)
@@ -193,8 +204,14 @@ class Forwarder:
         sent_s = self._clock.now()
         try:
             upstream = await self._session.post(
-                url, data=out_body, headers=forward_headers(ex.request)
+                url,
+                data=out_body,
+                headers=forward_headers(ex.request),
+                timeout=self._upstream_timeout,
             )
+        except aiohttp.SocketTimeoutError:
+            lease.release(NO_REPLY)  # the engine may still be working on it: no retry, no eject
+            raise upstream_idle(self._upstream_timeout) from None
         except (aiohttp.ClientConnectionError, TimeoutError, OSError) as exc:
             self._connect_failed(ex, lease, exc)
             return None
@@ -254,11 +271,22 @@ class Forwarder:
                     if out:
                         await response.write(out)
             except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError) as exc:
+                if is_idle_timeout(exc):
+                    raise UpstreamIdle from exc
                 raise UpstreamDied(type(exc).__name__) from exc
             rest, usage = tap.finish()
             if rest:
                 await response.write(rest)
             await response.write_eof()
+        except UpstreamIdle:
+            upstream.close()
+            lease.release(no_usage(status, ttft_s, self._clock.now() - sent_s))
+            record.decide("upstream", "idle_timeout")
+            record.metered = False
+            if record.model is not None:  # unmetered, never 0 tokens
+                self._meter(record.key, record.model, None)
+            cut_client(ex.request)
+            return response
         except UpstreamDied as died:
             self._state.eject(target.backend_url, f"died mid-reply: {died}")
             lease.release(no_usage(status, ttft_s, self._clock.now() - sent_s, died_mid_reply=True))

@@ -52,6 +52,7 @@ def key_entries(config: Config) -> list[KeyEntry]:
             weight=key.weight,
             models=frozenset(key.models),
             admin=key.admin,
+            metrics=key.metrics,
         )
         for key in config.keys
     ]
@@ -59,7 +60,9 @@ def key_entries(config: Config) -> list[KeyEntry]:
 
 def key_table(config: Config) -> KeyTable:
     """No keys configured: an open table (every client is one anonymous admin key)."""
-    return KeyTable.from_entries(key_entries(config)) if config.keys else KeyTable.open()
+    if not config.keys:
+        return KeyTable.open()
+    return KeyTable.from_entries(key_entries(config), metrics_public=config.metrics_public)
 
 
 class KeyRing:

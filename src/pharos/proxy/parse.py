@@ -118,6 +118,24 @@ def parse_request(body: bytes, *, route: str, stream_default: bool = False) -> P
     if not body.strip():
         raise bad_request("The request body is empty; expected a JSON object.")
     try:
+        # JSON is UTF-8 (RFC 8259 §8.1). Raw fields (`prompt`, `input`, unknown ones) are never
+        # decoded by msgspec, so without this a UTF-16 body or a stray \xff reached the engine.
+        body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise bad_request(
+            f"The request body is not UTF-8 text (invalid byte at offset {exc.start})."
+        ) from None
+    try:
+        return _parse(body, route, stream_default)
+    except RecursionError:
+        raise bad_request(TOO_DEEP) from None
+
+
+TOO_DEEP = "The request body nests JSON arrays or objects too deeply."
+
+
+def _parse(body: bytes, route: str, stream_default: bool) -> ParsedRequest:
+    try:
         decoded = _decode(body)
     except msgspec.ValidationError as exc:
         raise bad_request(f"Invalid request body: {exc}") from None
@@ -191,15 +209,41 @@ def ask_for_usage(body: bytes, *, has_stream_options: bool) -> bytes:
     if not has_stream_options:
         start = body.index(b"{")
         return body[: start + 1] + b'"stream_options":{"include_usage":true},' + body[start + 1 :]
-    whole = msgspec.json.decode(body)
+    whole = _decode_whole(body)
     options = whole.get("stream_options")
     kept = options if isinstance(options, dict) else {}
     whole["stream_options"] = {**kept, "include_usage": True}
-    return msgspec.json.encode(whole)
+    return _encode_whole(whole)
 
 
 def rename_model(body: bytes, served_model: str) -> bytes:
     """The engine's own name for an aliased model (spec §4 aliases)."""
-    whole = msgspec.json.decode(body)
+    whole = _decode_whole(body)
     whole["model"] = served_model
+    return _encode_whole(whole)
+
+
+class _Lenient(dict[str, Any]):
+    """A body only the stdlib could decode (a lone surrogate escape): encoded back the same
+    way, the escape kept as `\\ud800`, so the engine gets exactly what the client sent."""
+
+
+def _decode_whole(body: bytes) -> dict[str, Any]:
+    """The body as a dict, for the rare rewrites; parse_request already accepted it."""
+    try:
+        try:
+            whole = msgspec.json.decode(body)
+        except msgspec.DecodeError:
+            lenient = json.loads(body)
+            whole = _Lenient(lenient) if isinstance(lenient, dict) else lenient
+    except RecursionError:
+        raise bad_request(TOO_DEEP) from None
+    if not isinstance(whole, dict):
+        raise bad_request("The request body must be a JSON object.")
+    return whole
+
+
+def _encode_whole(whole: dict[str, Any]) -> bytes:
+    if isinstance(whole, _Lenient):
+        return json.dumps(whole, ensure_ascii=True, separators=(",", ":")).encode("ascii")
     return msgspec.json.encode(whole)

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
+import aiohttp
 import msgspec
 from aiohttp import web
 
 from pharos.proxy.errors import ClientError
-from pharos.sched import Feedback
+from pharos.sched import Feedback, NeverFits, QueueTimeout
 
 _HOP_HEADERS = frozenset(
     {
@@ -28,7 +30,7 @@ _HOP_HEADERS = frozenset(
         "accept-encoding",
     }
 )
-_REFUSAL_LOG_BYTES = 200
+_IDENTIFIER = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,24 +53,75 @@ class UpstreamDied(Exception):
     """The engine's connection broke after the reply had started."""
 
 
+class UpstreamIdle(Exception):
+    """The engine sent nothing for limits.upstream_idle after the reply had started."""
+
+
+def upstream_timeout(idle_s: float) -> aiohttp.ClientTimeout:
+    """No overall bound (a long generation is fine), but a bound on each silent gap: the
+    wait for the reply's headers and every gap between body chunks (limits.upstream_idle)."""
+    return aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=idle_s)
+
+
+def is_idle_timeout(exc: BaseException) -> bool:
+    """aiohttp raises a read timeout as SocketTimeoutError, sometimes wrapped in a payload
+    error; a connect timeout is not one."""
+    return isinstance(exc, aiohttp.SocketTimeoutError) or isinstance(
+        exc.__cause__, aiohttp.SocketTimeoutError
+    )
+
+
+def waited_in_vain(failure: NeverFits | QueueTimeout) -> ClientError:
+    """503 with the scheduler's reason: the queue bound passed, or the model fits no host."""
+    never = isinstance(failure, NeverFits)
+    return ClientError(
+        503,
+        f"Pharos could not place this request: {failure}.",
+        "server_error",
+        "model_too_large" if never else "queue_timeout",
+        None if never else 30.0,
+        ("route", failure.outcome),
+    )
+
+
+def upstream_idle(timeout: aiohttp.ClientTimeout) -> ClientError:
+    return ClientError(
+        504,
+        f"The backend sent nothing for {timeout.sock_read:g}s (limits.upstream_idle).",
+        "server_error",
+        "upstream_timeout",
+        None,
+        ("upstream", "idle_timeout"),
+    )
+
+
 def forward_headers(request: web.Request) -> dict[str, str]:
     """The client's headers minus hop-by-hop ones, its Authorization and Accept-Encoding."""
     return {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
 
 
 def refusal_message(body: bytes) -> str:
-    """The engine's error.message (or the body), cut to 200 bytes, for a warning log line."""
-    message: object = None
+    """`type=... code=...` of the engine's error, for a warning log line. Never its message:
+    an engine that quotes the input would put prompt text in the log (issue 11)."""
     try:
         decoded = msgspec.json.decode(body)
-        if isinstance(decoded, dict):
-            error = decoded.get("error")
-            message = error.get("message") if isinstance(error, dict) else error
-    except msgspec.DecodeError:
-        pass
-    text = message if isinstance(message, str) else body.decode("utf-8", "replace")
-    cut = text.encode("utf-8")[:_REFUSAL_LOG_BYTES].decode("utf-8", "ignore")
-    return " ".join(cut.split())  # one log line, whatever the engine sent
+    except (msgspec.DecodeError, RecursionError):
+        return f"not JSON, {len(body)} bytes"
+    error = decoded.get("error") if isinstance(decoded, dict) else None
+    if not isinstance(error, dict):
+        return "type=- code=-"
+    return f"type={_token(error.get('type'))} code={_token(error.get('code'))}"
+
+
+def _token(value: object) -> str:
+    """A short identifier as the engine sent it; anything else (free text) as `-`."""
+    if isinstance(value, bool) or value is None:
+        return "-"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, str) and _IDENTIFIER.fullmatch(value):
+        return value
+    return "-"
 
 
 def no_usage(

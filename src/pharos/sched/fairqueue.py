@@ -124,6 +124,18 @@ class FairQueue(Generic[T]):
                 seen.add(model)
                 yield waiter
 
+    def take_expired(self, enqueued_by: float) -> list[Waiter[T]]:
+        """Remove and return every waiter enqueued at or before `enqueued_by` (its wait bound
+        passed). A retry is queued at the front with its own, later time, so every waiter
+        is looked at: at most the queue limit (1000) each time a bound may have passed."""
+        expired = [w for w in self.waiters() if w.enqueued_at <= enqueued_by]
+        for waiter in expired:
+            self.remove(waiter)
+        return expired
+
+    def oldest_enqueued_at(self) -> float | None:
+        return min((w.enqueued_at for w in self.waiters()), default=None)
+
     def waiters(self) -> Iterator[Waiter[T]]:
         for queue in self._keys.values():
             yield from queue.waiters

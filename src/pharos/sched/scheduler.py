@@ -7,9 +7,10 @@ between them), which the event loop makes atomic.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from pharos.clock import Clock
+from pharos.engine.types import Residency
 from pharos.policy import DEFAULT_CONFIG, POLICIES, PolicyConfig, RouteReq
 from pharos.prefix import Match, PrefixOp
 from pharos.sched.candidates import (
@@ -28,8 +29,10 @@ from pharos.sched.learning import (
 from pharos.sched.lease import Lease
 from pharos.sched.types import (
     Feedback,
+    NeverFits,
     PrefixStore,
     QueueFull,
+    QueueTimeout,
     RouteRequest,
     TargetSource,
     Unavailable,
@@ -37,8 +40,34 @@ from pharos.sched.types import (
 )
 from pharos.state.view import TargetView
 
+BYTES_PER_GIB = 1024**3  # memory_gb counts GiB
 DEFAULT_QUEUE_LIMIT = 1000
 DEFAULT_CAPACITY = 2
+DEFAULT_QUEUE_WAIT_S = 600.0
+"""limits.queue_wait: long enough for a cold load of a large model (minutes), not forever."""
+_TIMER_SLACK_S = 0.01  # the loop's timer may fire a hair before the clock reaches the bound
+
+
+def never_fits(model: str, views: Sequence[TargetView]) -> NeverFits | None:
+    """NeverFits when the model is cold and larger than every host's memory_gb: waiting would
+    never help (the demo's llama3.2:1b once waited forever on a host too small for it)."""
+    largest: int | None = None
+    size_bytes: int | None = None
+    for view in views:
+        if view.residency is not Residency.COLD:
+            return None  # loaded, loading or not reported: the engine holds it already
+        if view.size_bytes is None or view.memory_bytes is None:
+            return None
+        if view.size_bytes <= view.memory_bytes:
+            return None
+        size_bytes = view.size_bytes
+        largest = view.memory_bytes if largest is None else max(largest, view.memory_bytes)
+    if size_bytes is None or largest is None:
+        return None
+    return NeverFits(
+        f"model {model!r} is {size_bytes / BYTES_PER_GIB:.1f} GB and fits on no host serving "
+        f"it: the largest has {largest / BYTES_PER_GIB:.1f} GB (backends[].memory_gb)"
+    )
 
 
 class Scheduler:
@@ -53,12 +82,15 @@ class Scheduler:
         default_capacity: int = DEFAULT_CAPACITY,
         on_prefix_op: Callable[[PrefixOp], None] | None = None,
         policy_config: PolicyConfig = DEFAULT_CONFIG,
+        queue_wait_s: float = DEFAULT_QUEUE_WAIT_S,
     ) -> None:
         pick = POLICIES.get(policy)
         if pick is None:
             raise ValueError(f"policy: unknown {policy!r}, expected one of {sorted(POLICIES)}")
         if queue_limit < 0:
             raise ValueError(f"queue_limit must be >= 0, got {queue_limit}")
+        if queue_wait_s <= 0:
+            raise ValueError(f"queue_wait_s must be > 0, got {queue_wait_s}")
         if default_capacity < 1:
             raise ValueError(f"default_capacity must be >= 1, got {default_capacity}")
         self._pick = pick
@@ -67,6 +99,8 @@ class Scheduler:
         self._prefix = prefix
         self._clock = clock
         self._queue_limit = queue_limit
+        self._queue_wait_s = queue_wait_s
+        self._next_expiry: float | None = None  # earliest time a waiter's bound passes
         self._default_capacity = default_capacity
         self._on_prefix_op = on_prefix_op
         self._local: dict[int, int] = {}  # target id -> our leases
@@ -97,6 +131,14 @@ class Scheduler:
         future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         waiter: Waiter[RouteRequest] = Waiter(key, request.model, request, future, now)
         self._queue.push(waiter, weight, front=request.retry)
+        expiry = now + self._queue_wait_s
+        if self._next_expiry is None or expiry < self._next_expiry:
+            self._next_expiry = expiry
+        # The bound is judged by the injected clock in _serve; this timer only makes sure
+        # _serve runs then even if no scrape round or release kicks the queue.
+        timer = asyncio.get_running_loop().call_later(
+            self._queue_wait_s + _TIMER_SLACK_S, self._serve
+        )
         try:
             granted = await future
         except asyncio.CancelledError:
@@ -107,6 +149,8 @@ class Scheduler:
             else:
                 self._queue.remove(waiter)
             raise
+        finally:
+            timer.cancel()
         assert isinstance(granted, Lease)
         return granted
 
@@ -124,6 +168,9 @@ class Scheduler:
             if not self._targets.model_listed(request.model):
                 raise UnknownModel(f"no backend serves model {request.model!r}")
             raise Unavailable(f"no backend serving model {request.model!r} is up")
+        never = never_fits(request.model, usable)
+        if never is not None:
+            raise never
         matches: dict[int, Match] = {}
         chain = request.chain
         if chain is not None and chain.hashes:
@@ -202,10 +249,29 @@ class Scheduler:
             self._serve_again = True
             while self._serve_again:
                 self._serve_again = False
+                self._expire(self._clock.now())
                 while self._grant_one():
                     pass
         finally:
             self._serving = False
+
+    def _expire(self, now: float) -> None:
+        """Fail every waiter whose limits.queue_wait has passed (503 with Retry-After)."""
+        if self._next_expiry is None or now < self._next_expiry:
+            return
+        for waiter in self._queue.take_expired(now - self._queue_wait_s):
+            if waiter.future.done():
+                continue
+            waited_s = now - waiter.enqueued_at
+            waiter.future.set_exception(
+                QueueTimeout(
+                    f"waited {waited_s:.0f}s (limits.queue_wait) for a free slot for "
+                    f"model {waiter.model!r}: every target serving it stayed busy",
+                    waited_s,
+                )
+            )
+        oldest = self._queue.oldest_enqueued_at()
+        self._next_expiry = None if oldest is None else oldest + self._queue_wait_s
 
     def _grant_one(self) -> bool:
         """Offer free slots to waiters in turn order; True if one waiter was settled."""

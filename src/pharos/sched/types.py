@@ -130,3 +130,19 @@ class QueueFull(SchedError):
     """The fair queue is at its bound (429)."""
 
     outcome = "queue_full"
+
+
+class NeverFits(Unavailable):
+    """The model is cold and larger than the memory of every host serving it (503 at once)."""
+
+    outcome = "never_fits"
+
+
+class QueueTimeout(SchedError):
+    """The request waited in the fair queue for the whole limits.queue_wait (503)."""
+
+    outcome = "queue_timeout"
+
+    def __init__(self, message: str, waited_s: float) -> None:
+        super().__init__(message)
+        self.waited_s = waited_s
