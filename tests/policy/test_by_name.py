@@ -75,6 +75,7 @@ candidates = st.lists(
     ),
     min_size=1,
     max_size=12,
+    unique_by=lambda c: c.target_id,
 )
 
 
@@ -121,7 +122,9 @@ def test_candidate_fields_are_listed_once_in_constructor_order() -> None:
     # constructor must reorder CANDIDATE_FIELDS too, and the sched tests read them back by name.
     params = list(inspect.signature(Candidate).parameters)
     assert tuple(params) == CANDIDATE_FIELDS
-    assert sorted(Candidate.__slots__) == sorted(CANDIDATE_FIELDS)
+    values = (1, 2, 3, 4, True, 0.5, 6, 0.007, 8.0, 9.0, False, True)
+    built = Candidate(*values)
+    assert tuple(getattr(built, name) for name in CANDIDATE_FIELDS) == values
 
 
 def test_score_fields_keep_their_names() -> None:

@@ -27,22 +27,27 @@ class Fallbacks:
 
 
 def fallbacks(candidates: Sequence[Candidate], config: PolicyConfig) -> Fallbacks:
-    """The median of each estimate over the candidates that know it (a scan for None first: the
-    common fleets know all or none), else the config default."""
-    prefill = [c.prefill_s_per_token for c in candidates]
-    load = [c.load_s for c in candidates]
-    service = [c.service_s for c in candidates]
-    return Fallbacks(
-        _fallback(prefill, config.default_prefill_s_per_token),
-        _fallback(load, config.default_load_s),
-        _fallback(service, config.default_service_s),
-    )
-
-
-def _fallback(values: list[float | None], default: float) -> float:
-    if None not in values:
-        return default  # never used: every candidate knows its own
-    return median_or([v for v in values if v is not None], default)
+    """The median of each estimate over the candidates that know it, else the config default.
+    One scan for unknowns first: a fleet that knows every estimate builds no list."""
+    prefill_unknown = load_unknown = service_unknown = False
+    for c in candidates:
+        if c.prefill_s_per_token is None:
+            prefill_unknown = True
+        if c.load_s is None:
+            load_unknown = True
+        if c.service_s is None:
+            service_unknown = True
+    prefill = config.default_prefill_s_per_token
+    load = config.default_load_s
+    service = config.default_service_s
+    if prefill_unknown:
+        known = [c.prefill_s_per_token for c in candidates if c.prefill_s_per_token is not None]
+        prefill = median_or(known, prefill)
+    if load_unknown:
+        load = median_or([c.load_s for c in candidates if c.load_s is not None], load)
+    if service_unknown:
+        service = median_or([c.service_s for c in candidates if c.service_s is not None], service)
+    return Fallbacks(prefill, load, service)
 
 
 class Scan:
@@ -193,8 +198,10 @@ def _describe(
     infeasible: int,
     enqueue: bool,
 ) -> str:
-    scores = _scores_of(request, candidates, fb, config)
-    return describe(candidates[best], scores, best, runner_up, infeasible, enqueue)
+    """Scores only the chosen target and the runner-up: the sentence needs no other."""
+    pair = (candidates[best],) if runner_up < 0 else (candidates[best], candidates[runner_up])
+    scores = _scores_of(request, pair, fb, config)
+    return describe(candidates[best], scores, 0, 1 if runner_up >= 0 else -1, infeasible, enqueue)
 
 
 def pick(request: RouteReq, candidates: Sequence[Candidate], config: PolicyConfig) -> Decision:
