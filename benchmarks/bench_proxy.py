@@ -94,6 +94,7 @@ def run_fake() -> None:
 class PharosThread:
     def __init__(self, engine_url: str) -> None:
         self.overheads_s: list[float] = []
+        self.pharos: Pharos | None = None
         self._engine_url = engine_url
         self._base: str | None = None
         self._started = threading.Event()
@@ -118,6 +119,7 @@ class PharosThread:
     async def _main(self) -> None:
         config = Config(backends=(Backend(url=self._engine_url, kind=Kind.VLLM),))
         pharos = Pharos(config, options=RuntimeOptions(on_done=self._on_done))
+        self.pharos = pharos
         self._stop = asyncio.Event()
         async with running(pharos) as base:
             if not await pharos.wait_ready(15):
@@ -187,6 +189,12 @@ async def measure(engine: str, base: str, requests: int, warmup: int, pharos: Ph
     ):
         p50, p99 = percentiles_us(samples)
         print(f"bench {name} p50_us={p50} p99_us={p99}")
+    if pharos.pharos is not None and pharos.pharos.obs is not None:
+        lag = pharos.pharos.obs.metrics.loop_lag
+        print(
+            f"bench loop-lag worst_us={lag.worst_s * 1e6:.0f} "
+            f"stalls_over_1ms={lag.stalls} samples={lag.samples}"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

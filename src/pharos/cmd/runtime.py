@@ -150,6 +150,8 @@ class Pharos:
             log.warning("no keys configured: every client is let in as one anonymous key")
         self.state.set_backends(self._backends)
         await self.state.start()
+        if self.obs is not None:
+            self.obs.metrics.loop_lag.start()
 
     async def wait_ready(self, timeout_s: float) -> bool:
         """Wait (bounded) for the first scrape round; serve opens its listener after it."""
@@ -160,6 +162,8 @@ class Pharos:
         return self.state.ready
 
     async def stop(self) -> None:
+        if self.obs is not None:
+            await self.obs.metrics.loop_lag.stop()
         await self.state.stop()
         if self._own_session:
             await self.session.close()
