@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo serve browser check lint unit live test bench support clean
+.PHONY: install demo serve browser check lint unit live test bench bench-compare support clean
 
 install: $(VENV)/.installed
 
@@ -41,7 +41,11 @@ browser:               ## headless Chromium (Debian package) for the /status pag
 test: browser check live   ## everything CI runs
 
 bench: install         ## prints `bench NAME p50_us=N p99_us=N` lines
+	@uptime
 	@for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
+
+bench-compare: install ## Pharos, a bare aiohttp pass-through and LiteLLM 1.110.2 side by side, c=1 and c=32
+	bash scripts/bench/compare.sh
 
 support: install       ## regenerate SUPPORT.md from the tests' expectation tables
 	$(BIN)/python -m pharos.engine.support

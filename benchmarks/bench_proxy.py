@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -203,10 +204,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--fake", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    smoke = os.environ.get("PHAROS_BENCH_SMOKE") == "1"  # tiny counts: CI checks it runs
+    if smoke:
+        args.requests, args.warmup = 20, 2
     if args.fake:
         run_fake()
         return 0
-    if args.requests < 500:
+    if args.requests < 500 and not smoke:
         parser.error("--requests: at least 500, for a meaningful p99")
     fake = subprocess.Popen(
         [sys.executable, __file__, "--fake"],
