@@ -35,7 +35,7 @@ class LoopLag:
             raise ValueError(f"interval_s must be > 0, got {interval_s}")
         self.histogram = Histogram(
             "pharos_event_loop_lag_seconds",
-            "How late the event loop ran a timer it had scheduled: a stall every request sat through",
+            "How late the event loop ran a timer it had scheduled: a stall requests sat through",
             buckets=LAG_BUCKETS_S,
             registry=registry,
         )
