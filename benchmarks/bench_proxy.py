@@ -74,11 +74,12 @@ def chat_body(variant: int) -> bytes:
 # ---- the fake engine, in a helper subprocess ---------------------------------------------
 
 
-def run_fake() -> None:
+def run_fake(slots: int) -> None:
     from pharos.fakeengine import FakeVLLM, no_sleep, serve
+    from pharos.fakeengine.ledger import Ledger
 
     async def main() -> None:
-        async with serve(FakeVLLM(sleep=no_sleep)) as url:
+        async with serve(FakeVLLM(ledger=Ledger(slots=slots), sleep=no_sleep)) as url:
             print(url, flush=True)
             await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 
@@ -203,12 +204,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--fake", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--fake-slots", type=int, default=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     smoke = os.environ.get("PHAROS_BENCH_SMOKE") == "1"  # tiny counts: CI checks it runs
     if smoke:
         args.requests, args.warmup = 20, 2
     if args.fake:
-        run_fake()
+        run_fake(args.fake_slots)
         return 0
     if args.requests < 500 and not smoke:
         parser.error("--requests: at least 500, for a meaningful p99")

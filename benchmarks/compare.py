@@ -48,6 +48,12 @@ LITELLM_ENV = {
 }
 
 
+SLOTS = 64
+"""The fake engine runs this many requests at once, and Pharos is told so (`capacity:`): with the
+fake's default 2, Pharos queues 30 of 32 clients in its fair queue while the pass-through hands
+them to the engine's own queue, and the comparison measures queueing, not proxying."""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -179,7 +185,10 @@ def pct_ms(samples: Sequence[float]) -> tuple[float, float]:
 @contextlib.contextmanager
 def fake_engine(core: str) -> Iterator[str]:
     fake = subprocess.Popen(
-        pinned(core, [sys.executable, str(HERE / "bench_proxy.py"), "--fake"]),
+        pinned(
+            core,
+            [sys.executable, str(HERE / "bench_proxy.py"), "--fake", "--fake-slots", str(SLOTS)],
+        ),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -205,6 +214,7 @@ def proxies_for(engine: str, workdir: Path, litellm: Path | None) -> list[Proxy]
     config = workdir / "pharos.yaml"
     config.write_text(
         f"listen: 127.0.0.1:{pharos_port}\nbackends:\n  - url: {engine}\n    kind: vllm\n"
+        f"    capacity: {SLOTS}\n"
     )
     out = [
         Proxy(
