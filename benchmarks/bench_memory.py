@@ -2,9 +2,9 @@
 fresh one after restoring that state file (issue 13 goal: <= 100 MB both). Reported, never
 asserted.
 
-Each phase is its own interpreter: a Pharos routing to an in-process fake vLLM, its index filled
-with one-link chains the way live traffic records them. Prints `mem pharos-full rss_mb=N`, the same after
-writing the state file, and `mem pharos-restored rss_mb=N`.
+Each phase is its own interpreter: a Pharos routing to an in-process fake vLLM, its index
+filled with one-link chains the way live traffic records them. Prints `mem pharos-full
+rss_mb=N`, the same after writing the state file, and `mem pharos-restored rss_mb=N`.
 
 Run: .venv/bin/python benchmarks/bench_memory.py
 """
