@@ -3,11 +3,11 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo serve browser check lint unit live test bench support clean wheel
+.PHONY: install demo serve browser check lint unit live test bench bench-compare support clean wheel
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py $(wildcard src/pharos/policy/*.py)
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
@@ -45,7 +45,11 @@ wheel:                 ## the installed wheel runs --help, demo and doctor with 
 	bash scripts/check-wheel.sh
 
 bench: install         ## prints `bench NAME p50_us=N p99_us=N` lines
+	@uptime
 	@for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
+
+bench-compare: install ## Pharos, a bare aiohttp pass-through and LiteLLM 1.110.2 side by side, c=1 and c=32
+	bash scripts/bench/compare.sh
 
 support: install       ## regenerate SUPPORT.md from the tests' expectation tables
 	$(BIN)/python -m pharos.engine.support

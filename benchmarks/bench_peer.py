@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import time
 from typing import cast
 from zoneinfo import ZoneInfo
@@ -26,7 +27,9 @@ from pharos.state import State, StatRecord
 from pharos.state.registry import TargetRegistry
 from pharos.usage import DAY, MINUTE, Cell, UsageBook
 
-ENTRIES = 200_000
+SMOKE = os.environ.get("PHAROS_BENCH_SMOKE") == "1"  # tiny counts: CI checks it still runs
+ENTRIES = 2_000 if SMOKE else 200_000
+PUSHES = 500 if SMOKE else 50_000
 TARGETS = [f"http://gpu-{i}:11434 qwen2.5:7b" for i in range(8)]
 WALL_S = 1_790_000_040.0
 
@@ -80,7 +83,7 @@ def bench_push() -> None:
     table.set_members(("a:8081", "b:8081"))
     op = PrefixOp(target_key=TARGETS[0], hashes=list(range(20)), last_used_s=WALL_S)
     samples = []
-    for i in range(50_000):
+    for i in range(PUSHES):
         if i % 5_000 == 0:
             for link in table.links():
                 link.pending.clear()  # a sender drains it every tick

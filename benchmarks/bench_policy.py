@@ -5,14 +5,16 @@ Run: .venv/bin/python benchmarks/bench_policy.py
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Sequence
 
-from pharos.policy import DEFAULT_CONFIG, POLICIES, Candidate, RouteReq
+from pharos.policy import DEFAULT_CONFIG, IMPLEMENTATION, POLICIES, Candidate, RouteReq
 
 CANDIDATES = 64
-ROUNDS = 20_000
+SMOKE = os.environ.get("PHAROS_BENCH_SMOKE") == "1"  # tiny counts: CI checks it still runs
+ROUNDS = 200 if SMOKE else 20_000
 
 
 def mixed_candidates(rng: random.Random) -> list[Candidate]:
@@ -57,7 +59,7 @@ def main() -> None:
             samples.append(time.perf_counter_ns() - start)
         samples.sort()
         p50, p99 = percentile(samples, 0.5), percentile(samples, 0.99)
-        print(f"bench {label} p50_us={p50:.1f} p99_us={p99:.1f}")
+        print(f"bench {label} p50_us={p50:.1f} p99_us={p99:.1f} policy={IMPLEMENTATION}")
 
 
 if __name__ == "__main__":

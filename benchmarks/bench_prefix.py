@@ -10,6 +10,7 @@ one slot per entry and `info` lines (tracemalloc of the index alone, time of a f
 from __future__ import annotations
 
 import gc
+import os
 import resource
 import subprocess
 import sys
@@ -20,7 +21,9 @@ from pharos.clock import FakeClock
 from pharos.prefix import DEFAULT_CAP_ENTRIES, MAX_SLOTS, Chain, PrefixIndex, Source, chain_for_chat
 
 MESSAGES = 50
-ITERATIONS = 5_000
+SMOKE = os.environ.get("PHAROS_BENCH_SMOKE") == "1"  # tiny counts: CI checks it still runs
+ITERATIONS = 50 if SMOKE else 5_000
+CAP_ENTRIES = 2_000 if SMOKE else DEFAULT_CAP_ENTRIES
 TARGETS = 8
 
 
@@ -98,17 +101,17 @@ def _fill(index: PrefixIndex, slots_per_entry: int) -> None:
 
 def measure_memory(slots_per_entry: int) -> None:
     """Runs in a fresh interpreter: RSS of the whole process with the index full."""
-    index = PrefixIndex(DEFAULT_CAP_ENTRIES)
+    index = PrefixIndex(CAP_ENTRIES)
     _fill(index, slots_per_entry)
     gc.collect()
-    assert len(index) == DEFAULT_CAP_ENTRIES
+    assert len(index) == CAP_ENTRIES
     rss_full_mb = _rss_mb()
     start = time.perf_counter_ns()
     exported = index.export(lambda target_id: f"http://backend-{target_id}:8000 model")
     export_ms = (time.perf_counter_ns() - start) / 1e6
     del exported
     tracemalloc.start()
-    traced = PrefixIndex(DEFAULT_CAP_ENTRIES)
+    traced = PrefixIndex(CAP_ENTRIES)
     _fill(traced, slots_per_entry)
     index_mb = tracemalloc.get_traced_memory()[0] / (1024 * 1024)
     tracemalloc.stop()

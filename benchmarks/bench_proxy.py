@@ -22,6 +22,7 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -73,11 +74,12 @@ def chat_body(variant: int) -> bytes:
 # ---- the fake engine, in a helper subprocess ---------------------------------------------
 
 
-def run_fake() -> None:
+def run_fake(slots: int) -> None:
     from pharos.fakeengine import FakeVLLM, no_sleep, serve
+    from pharos.fakeengine.ledger import Ledger
 
     async def main() -> None:
-        async with serve(FakeVLLM(sleep=no_sleep)) as url:
+        async with serve(FakeVLLM(ledger=Ledger(slots=slots), sleep=no_sleep)) as url:
             print(url, flush=True)
             await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 
@@ -94,6 +96,7 @@ def run_fake() -> None:
 class PharosThread:
     def __init__(self, engine_url: str) -> None:
         self.overheads_s: list[float] = []
+        self.pharos: Pharos | None = None
         self._engine_url = engine_url
         self._base: str | None = None
         self._started = threading.Event()
@@ -118,6 +121,7 @@ class PharosThread:
     async def _main(self) -> None:
         config = Config(backends=(Backend(url=self._engine_url, kind=Kind.VLLM),))
         pharos = Pharos(config, options=RuntimeOptions(on_done=self._on_done))
+        self.pharos = pharos
         self._stop = asyncio.Event()
         async with running(pharos) as base:
             if not await pharos.wait_ready(15):
@@ -187,6 +191,12 @@ async def measure(engine: str, base: str, requests: int, warmup: int, pharos: Ph
     ):
         p50, p99 = percentiles_us(samples)
         print(f"bench {name} p50_us={p50} p99_us={p99}")
+    if pharos.pharos is not None and pharos.pharos.obs is not None:
+        lag = pharos.pharos.obs.metrics.loop_lag
+        print(
+            f"bench loop-lag worst_us={lag.worst_s * 1e6:.0f} "
+            f"stalls_over_1ms={lag.stalls} samples={lag.samples}"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -194,11 +204,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--fake", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--fake-slots", type=int, default=2, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    smoke = os.environ.get("PHAROS_BENCH_SMOKE") == "1"  # tiny counts: CI checks it runs
+    if smoke:
+        args.requests, args.warmup = 20, 2
     if args.fake:
-        run_fake()
+        run_fake(args.fake_slots)
         return 0
-    if args.requests < 500:
+    if args.requests < 500 and not smoke:
         parser.error("--requests: at least 500, for a meaningful p99")
     fake = subprocess.Popen(
         [sys.executable, __file__, "--fake"],

@@ -10,6 +10,7 @@ Run: .venv/bin/python benchmarks/bench_sched.py
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Sequence
@@ -22,7 +23,8 @@ from pharos.sched import Feedback, Lease, RouteRequest, Scheduler
 from pharos.state.view import TargetView
 
 TARGETS = 64
-ROUNDS = 5_000
+SMOKE = os.environ.get("PHAROS_BENCH_SMOKE") == "1"  # tiny counts: CI checks it still runs
+ROUNDS = 100 if SMOKE else 5_000
 MODEL = "qwen2.5"
 
 

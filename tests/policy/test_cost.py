@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from pharos.policy import DEFAULT_CONFIG, Candidate, PolicyConfig, RouteReq, pick
-from pharos.policy.cost import fallbacks, score_candidates
+from pharos.policy import DEFAULT_CONFIG, Candidate, PolicyConfig, RouteReq, Score, pick
+from pharos.policy.cost import Fallbacks, fallbacks, score_candidates
 
 REQ = RouteReq(prompt_tokens=1000, seed=0)
 
@@ -32,8 +32,14 @@ def cand(target_id: int = 1, **kw: object) -> Candidate:
     return Candidate(**base)  # type: ignore[arg-type]
 
 
-def only_score(c: Candidate, prompt_tokens: int = 1000, config: PolicyConfig = DEFAULT_CONFIG):
+def only_score(
+    c: Candidate, prompt_tokens: int = 1000, config: PolicyConfig = DEFAULT_CONFIG
+) -> Score:
     return score_candidates(RouteReq(prompt_tokens, 0), [c], config)[0]
+
+
+def as_tuple(fb: Fallbacks) -> tuple[float, float, float]:
+    return (fb.prefill_s_per_token, fb.load_s, fb.service_s)
 
 
 @pytest.mark.parametrize(
@@ -50,7 +56,7 @@ def test_wait_term(
     free_slots: int, queue_ahead: int, capacity: int, service_s: float, wait_s: float
 ):
     c = cand(free_slots=free_slots, queue_ahead=queue_ahead, capacity=capacity, service_s=service_s)
-    assert only_score(c)[3] == pytest.approx(wait_s)
+    assert only_score(c).wait_s == pytest.approx(wait_s)
 
 
 @pytest.mark.parametrize(
@@ -70,9 +76,9 @@ def test_load_term_and_feasibility(
     warm: bool | None, loading: bool, fits: bool | None, load_s: float, feasible: bool
 ):
     s = only_score(cand(warm=warm, loading=loading, fits_if_cold=fits))
-    assert s[4] == load_s
-    assert s[1] is feasible
-    assert math.isinf(s[2]) is (not feasible)
+    assert s.load_s == load_s
+    assert s.feasible is feasible
+    assert math.isinf(s.est_ttft_s) is (not feasible)
 
 
 @pytest.mark.parametrize(
@@ -86,7 +92,7 @@ def test_load_term_and_feasibility(
 )
 def test_prefill_term(prompt_tokens: int, matched: int, prefill_s: float):
     s = only_score(cand(matched_tokens=matched), prompt_tokens=prompt_tokens)
-    assert s[5] == pytest.approx(prefill_s)
+    assert s.prefill_s == pytest.approx(prefill_s)
 
 
 @pytest.mark.parametrize(
@@ -101,8 +107,8 @@ def test_prefill_term(prompt_tokens: int, matched: int, prefill_s: float):
 )
 def test_kv_pressure_penalty(kv_usage: float | None, penalty_s: float):
     s = only_score(cand(kv_usage=kv_usage, matched_tokens=500))
-    assert s[6] == pytest.approx(penalty_s)
-    assert s[2] == pytest.approx(0.5 + penalty_s)  # 500 uncached * 1 ms + penalty
+    assert s.kv_penalty_s == pytest.approx(penalty_s)
+    assert s.est_ttft_s == pytest.approx(0.5 + penalty_s)  # 500 uncached * 1 ms + penalty
 
 
 def test_unknown_estimates_take_the_candidates_median():
@@ -111,9 +117,9 @@ def test_unknown_estimates_take_the_candidates_median():
         cand(2, prefill_s_per_token=0.004, load_s=6.0, service_s=3.0),
         cand(3, prefill_s_per_token=None, load_s=None, service_s=None),
     ]
-    assert fallbacks(cands, DEFAULT_CONFIG) == pytest.approx((0.003, 5.0, 2.0))
+    assert as_tuple(fallbacks(cands, DEFAULT_CONFIG)) == pytest.approx((0.003, 5.0, 2.0))
     odd = [*cands, cand(4, prefill_s_per_token=0.010, load_s=20.0, service_s=9.0)]
-    assert fallbacks(odd, DEFAULT_CONFIG) == pytest.approx((0.004, 6.0, 3.0))
+    assert as_tuple(fallbacks(odd, DEFAULT_CONFIG)) == pytest.approx((0.004, 6.0, 3.0))
 
 
 def test_unknown_estimates_fall_back_to_defaults_when_no_candidate_knows():
@@ -127,10 +133,10 @@ def test_unknown_estimates_fall_back_to_defaults_when_no_candidate_knows():
         service_s=None,
     )
     s = only_score(c, prompt_tokens=200)
-    assert s[3] == pytest.approx(2 / 2 * 5.0)  # 5 s per request
-    assert s[4] == pytest.approx(10.0)  # 10 s per load
-    assert s[5] == pytest.approx(200 * 0.005)  # 5 ms per token
-    assert s[2] == pytest.approx(5.0 + 10.0 + 1.0)
+    assert s.wait_s == pytest.approx(2 / 2 * 5.0)  # 5 s per request
+    assert s.load_s == pytest.approx(10.0)  # 10 s per load
+    assert s.prefill_s == pytest.approx(200 * 0.005)  # 5 ms per token
+    assert s.est_ttft_s == pytest.approx(5.0 + 10.0 + 1.0)
 
 
 def test_a_missing_estimate_is_never_zero():
@@ -138,9 +144,9 @@ def test_a_missing_estimate_is_never_zero():
     known = cand(1, warm=False, load_s=3.0, prefill_s_per_token=0.002)
     unknown = cand(2, warm=False, load_s=None, prefill_s_per_token=None)
     scores = score_candidates(REQ, [known, unknown], DEFAULT_CONFIG)
-    assert scores[1][4] == 3.0
-    assert scores[1][5] == pytest.approx(2.0)
-    assert scores[0][2] == scores[1][2]
+    assert scores[1].load_s == 3.0
+    assert scores[1].prefill_s == pytest.approx(2.0)
+    assert scores[0].est_ttft_s == scores[1].est_ttft_s
 
 
 def test_lowest_estimate_wins():

@@ -195,3 +195,23 @@ def test_an_older_record_under_a_new_generation_revives_the_slot_but_keeps_its_t
     slot = index.slots(FULL.hashes[0])[0]
     assert (slot.generation, slot.last_used_s, slot.source) == (2, 10.0, Source.LOCAL)
     assert set(index.lookup(FULL, _generations(t1=2))) == {1}
+
+
+@pytest.mark.parametrize(
+    ("stop_after", "expected"),
+    [
+        (None, {1: 3, 2: 1}),  # every target's longest match
+        (2, {1: 3, 2: 1}),  # both candidates matched: the same answer, read sooner
+        (1, {1: 3}),  # one candidate: its longest match, the shorter links unread
+    ],
+)
+def test_lookup_stops_once_every_candidate_has_its_longest_match(
+    stop_after: int | None, expected: dict[int, int]
+) -> None:
+    index = PrefixIndex()
+    index.record(Chain(FULL.hashes[:4], FULL.cum_bytes[:4]), 1, 1, 1.0)
+    index.record(Chain(FULL.hashes[:2], FULL.cum_bytes[:2]), 2, 1, 2.0)
+    found = index.lookup(FULL, ALL_GEN_1, stop_after)
+    assert {t: m.matched_bytes for t, m in found.items()} == {
+        t: FULL.cum_bytes[i] for t, i in expected.items()
+    }

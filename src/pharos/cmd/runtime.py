@@ -210,6 +210,7 @@ class Pharos:
         if self.keys.is_open:
             log.warning("no keys configured: every client is let in as one anonymous key")
         await self.state.start()
+        self.obs.metrics.loop_lag.start()
         if restored:
             self.restored.set()
 
@@ -221,6 +222,7 @@ class Pharos:
         return self.state.ready
 
     async def stop(self) -> None:
+        await self.obs.metrics.loop_lag.stop()
         await self.state.stop()
         await self.scrape_session.close()
         if self._own_session:

@@ -32,6 +32,7 @@ from pharos.discovery.local import (
     describe_ports,
     zero_config_backends,
 )
+from pharos.obs.looplag import freeze_startup_objects
 from pharos.peer.node import Node
 from pharos.peer.restore import restore_state_file, save_state_file, write_state_periodically
 from pharos.peer.server import PeerSetupError, running_peers
@@ -277,6 +278,7 @@ async def _startup(pharos: Pharos, config: Config, signals: Signals, node: Node 
         await node.pull_all()
         node.start()
     log.info("ready: %d backends", len(pharos.state.backends()))
+    freeze_startup_objects()  # a full GC with a restored index took 20 ms; frozen, ~0 (issue 13)
     return True
 
 

@@ -14,6 +14,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 from pharos.engine.types import Residency
+from pharos.obs.looplag import LoopLag
 from pharos.proxy.done import RequestDone
 from pharos.sched import Scheduler
 from pharos.state import State
@@ -190,6 +191,7 @@ class Metrics:
             for outcome in outcomes:
                 self.decisions.labels(stage, outcome)
         r.register(_LiveGauges(state, sched, now))
+        self.loop_lag = LoopLag(r)  # started by the runtime once the loop runs
 
     def _model_label(self, model: str | None) -> str:
         """The model as a label only when a backend listed it: the name comes from the client,

@@ -5,96 +5,125 @@ est_ttft = wait + load + prefill (+ KV pressure penalty). Pure: no I/O, no clock
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from functools import partial
 
 from pharos.policy.explain import describe, why_against_least_loaded
-from pharos.policy.types import Candidate, Decision, PolicyConfig, RouteReq, Terms, Why
+from pharos.policy.types import Candidate, Decision, PolicyConfig, RouteReq, Score, Why
 from pharos.policy.util import break_tie, median_or
 
-_INF = math.inf
-FEASIBLE = 1  # indexes into Terms
-EST = 2  # est_ttft_s
-UTIL = 7
+_INF = float("inf")
 
 
-def fallbacks(candidates: Sequence[Candidate], config: PolicyConfig) -> tuple[float, float, float]:
+class Fallbacks:
     """Values for unknown estimates: the candidates' median, else the config default."""
-    n = len(candidates)
-    prefill = [c.prefill_s_per_token for c in candidates if c.prefill_s_per_token is not None]
-    load = [c.load_s for c in candidates if c.load_s is not None]
-    service = [c.service_s for c in candidates if c.service_s is not None]
-    return (
-        config.default_prefill_s_per_token
-        if len(prefill) == n
-        else median_or(prefill, config.default_prefill_s_per_token),
-        config.default_load_s if len(load) == n else median_or(load, config.default_load_s),
-        config.default_service_s
-        if len(service) == n
-        else median_or(service, config.default_service_s),
-    )
+
+    __slots__ = ("load_s", "prefill_s_per_token", "service_s")
+
+    def __init__(self, prefill_s_per_token: float, load_s: float, service_s: float) -> None:
+        self.prefill_s_per_token = prefill_s_per_token
+        self.load_s = load_s
+        self.service_s = service_s
 
 
-def score_candidates(
-    request: RouteReq, candidates: Sequence[Candidate], config: PolicyConfig
-) -> list[Terms]:
-    """Each candidate's (target_id, feasible, est_ttft_s, ...) in candidate order."""
-    return _score(request, candidates, config)[0]
+def fallbacks(candidates: Sequence[Candidate], config: PolicyConfig) -> Fallbacks:
+    """The median of each estimate over the candidates that know it, else the config default.
+    One scan for unknowns first: a fleet that knows every estimate builds no list."""
+    prefill_unknown = load_unknown = service_unknown = False
+    for c in candidates:
+        if c.prefill_s_per_token is None:
+            prefill_unknown = True
+        if c.load_s is None:
+            load_unknown = True
+        if c.service_s is None:
+            service_unknown = True
+    prefill = config.default_prefill_s_per_token
+    load = config.default_load_s
+    service = config.default_service_s
+    if prefill_unknown:
+        known = [c.prefill_s_per_token for c in candidates if c.prefill_s_per_token is not None]
+        prefill = median_or(known, prefill)
+    if load_unknown:
+        load = median_or([c.load_s for c in candidates if c.load_s is not None], load)
+    if service_unknown:
+        service = median_or([c.service_s for c in candidates if c.service_s is not None], service)
+    return Fallbacks(prefill, load, service)
 
 
-def _score(
-    request: RouteReq, candidates: Sequence[Candidate], config: PolicyConfig
-) -> tuple[list[Terms], int, int, int, int]:
-    """Terms per candidate (an infeasible cold load gets est_ttft_s = inf), with the indices of
-    the lowest and second-lowest estimate, of the least utilized target (the cheapest among
-    equals), and the count of feasible candidates. One loop: this is the routing hot path."""
-    prefill_fb, load_fb, service_fb = fallbacks(candidates, config)
-    prompt_tokens = request.prompt_tokens
+class Scan:
+    """What one scoring pass found: per-candidate estimate (inf when infeasible) and utilization,
+    the indices of the lowest and second-lowest estimate and of the least utilized feasible target
+    (the cheapest among equals; -1 when none), and the count of feasible candidates."""
+
+    __slots__ = ("best", "est", "feasible", "least", "second", "util")
+
+    def __init__(
+        self,
+        est: list[float],
+        util: list[float],
+        best: int,
+        second: int,
+        least: int,
+        feasible: int,
+    ) -> None:
+        self.est = est
+        self.util = util
+        self.best = best
+        self.second = second
+        self.least = least
+        self.feasible = feasible
+
+
+def scan(
+    prompt_tokens: int,
+    candidates: Sequence[Candidate],
+    fb: Fallbacks,
+    config: PolicyConfig,
+    keep: list[Score] | None = None,
+) -> Scan:
+    """One loop over the candidates, the routing hot path: scalars only, unless `keep` asks for
+    every Score too (the status page, explain, tests). The one place the terms are computed."""
+    prefill_fb = fb.prefill_s_per_token
+    load_fb = fb.load_s
+    service_fb = fb.service_s
     kv_from = config.kv_pressure_from
     kv_span = 1.0 - kv_from
-    terms: list[Terms] = []
-    append = terms.append
-    best_est = second_est = least_util = _INF
+    ests: list[float] = []
+    utils: list[float] = []
+    best_est = second_est = least_util = least_est = _INF
     best_i = second_i = least_i = -1
-    least_est = _INF
     feasible_count = 0
     i = -1
-    for (
-        target_id,
-        capacity,
-        free,
-        queue_ahead,
-        warm,
-        kv,
-        matched,
-        per_token,
-        load_s,
-        service_s,
-        fits_if_cold,
-        loading,
-    ) in candidates:
+    for c in candidates:
         i += 1
+        capacity = c.capacity
         if capacity < 1:
             capacity = 1
+        free = c.free_slots
+        queue_ahead = c.queue_ahead
         if free > 0:
             wait = 0.0
         else:
+            service_s = c.service_s
             wait = (queue_ahead + 1) / capacity * (service_fb if service_s is None else service_s)
         feasible = True
         load = 0.0
-        if warm is False and not loading:
-            if fits_if_cold is False:
+        if c.warm is False and not c.loading:
+            if c.fits_if_cold is False:
                 feasible = False
+            load_s = c.load_s
             load = load_fb if load_s is None else load_s
+        per_token = c.prefill_s_per_token
         if per_token is None:
             per_token = prefill_fb
+        matched = c.matched_tokens
         if matched > prompt_tokens:
             matched = prompt_tokens
         elif matched < 0:
             matched = 0
         prefill = (prompt_tokens - matched) * per_token
         penalty = 0.0
+        kv = c.kv_usage
         if kv is not None and kv > kv_from and matched > 0:
             trust_lost = (kv - kv_from) / kv_span if kv_span > 0 else 1.0
             penalty = matched * per_token * (trust_lost if trust_lost < 1.0 else 1.0)
@@ -111,59 +140,116 @@ def _score(
                 least_util, least_est, least_i = util, est, i
         else:
             est = _INF
-        append((target_id, feasible, est, wait, load, prefill, penalty, util))
-    return terms, best_i, second_i, least_i, feasible_count
+        ests.append(est)
+        utils.append(util)
+        if keep is not None:
+            keep.append(Score(c.target_id, feasible, est, wait, load, prefill, penalty, util))
+    return Scan(ests, utils, best_i, second_i, least_i, feasible_count)
 
 
-def _cheapest_other_at(terms: list[Terms], chosen: int, util: float) -> int:
+def score_candidates(
+    request: RouteReq, candidates: Sequence[Candidate], config: PolicyConfig
+) -> tuple[Score, ...]:
+    """Each candidate's Score, in candidate order."""
+    scores: list[Score] = []
+    scan(request.prompt_tokens, candidates, fallbacks(candidates, config), config, scores)
+    return tuple(scores)
+
+
+def _scores_of(
+    request: RouteReq, candidates: Sequence[Candidate], fb: Fallbacks, config: PolicyConfig
+) -> tuple[Score, ...]:
+    scores: list[Score] = []
+    scan(request.prompt_tokens, candidates, fb, config, scores)
+    return tuple(scores)
+
+
+def _cheapest_other_at(found: Scan, chosen: int, util: float) -> int:
     """The cheapest feasible target other than `chosen` with this utilization; -1 if none."""
-    found, found_est = -1, _INF
-    for i, t in enumerate(terms):
-        if i != chosen and t[FEASIBLE] and t[UTIL] == util and t[EST] < found_est:
-            found, found_est = i, t[EST]
-    return found
+    best, best_est = -1, _INF
+    ests = found.est
+    for i, u in enumerate(found.util):
+        if i != chosen and u == util and ests[i] < best_est:
+            best, best_est = i, ests[i]
+    return best
 
 
 def _no_feasible_reason(candidates: int) -> str:
     return f"no feasible target: {candidates} cold loads would evict busy models"
 
 
-def no_feasible_target(terms: list[Terms]) -> Decision:
+def no_feasible_target(count: int, scored: partial[tuple[Score, ...]]) -> Decision:
     return Decision(
         target_id=None,
         enqueue=True,
-        why="only_choice" if len(terms) == 1 else "least_loaded",
-        terms=tuple(terms),
-        explain=partial(_no_feasible_reason, len(terms)),
+        why="only_choice" if count == 1 else "least_loaded",
+        scored=scored,
+        explain=partial(_no_feasible_reason, count),
     )
+
+
+def _describe(
+    request: RouteReq,
+    candidates: Sequence[Candidate],
+    fb: Fallbacks,
+    config: PolicyConfig,
+    best: int,
+    runner_up: int,
+    infeasible: int,
+    enqueue: bool,
+) -> str:
+    """Scores only the chosen target and the runner-up: the sentence needs no other."""
+    pair = (candidates[best],) if runner_up < 0 else (candidates[best], candidates[runner_up])
+    scores = _scores_of(request, pair, fb, config)
+    return describe(candidates[best], scores, 0, 1 if runner_up >= 0 else -1, infeasible, enqueue)
 
 
 def pick(request: RouteReq, candidates: Sequence[Candidate], config: PolicyConfig) -> Decision:
     """Lowest est_ttft; ties (within config.tie_s) on utilization, then on the request's seed."""
-    terms, lowest, second, least, feasible_count = _score(request, candidates, config)
-    if feasible_count == 0:
-        return no_feasible_target(terms)
-    best = lowest
-    if second >= 0 and terms[second][EST] <= terms[lowest][EST] + config.tie_s:
-        limit = terms[lowest][EST] + config.tie_s
-        best = break_tie([i for i, t in enumerate(terms) if t[EST] <= limit], terms, request.seed)
+    fb = fallbacks(candidates, config)
+    found = scan(request.prompt_tokens, candidates, fb, config)
+    if found.feasible == 0:
+        return no_feasible_target(
+            len(candidates), partial(_scores_of, request, candidates, fb, config)
+        )
+    lowest = best = found.best
+    second = found.second
+    ests = found.est
+    if second >= 0 and ests[second] <= ests[lowest] + config.tie_s:
+        limit = ests[lowest] + config.tie_s
+        tied = [i for i in range(len(ests)) if ests[i] <= limit]
+        best = break_tie(tied, found.util, candidates, request.seed)
     chosen = candidates[best]
     enqueue = chosen.free_slots <= 0
     why: Why = "only_choice"
-    if feasible_count > 1:
+    if found.feasible > 1:
         # against the least utilized target (the cheapest of them, if several); when
         # the chosen one is among them, against the cheapest of the others, since
         # utilization did not tell them apart
-        if terms[best][UTIL] == terms[least][UTIL]:
-            least = _cheapest_other_at(terms, best, terms[best][UTIL])
-        why = why_against_least_loaded(terms[best], terms[least]) if least >= 0 else "least_loaded"
+        least = found.least
+        if found.util[best] == found.util[least]:
+            least = _cheapest_other_at(found, best, found.util[best])
+        if least >= 0:
+            pair: list[Score] = []
+            scan(request.prompt_tokens, (chosen, candidates[least]), fb, config, pair)
+            why = why_against_least_loaded(pair[0], pair[1])
+        else:
+            why = "least_loaded"
     runner_up = second if best == lowest else lowest
     return Decision(
         target_id=chosen.target_id,
         enqueue=enqueue,
         why=why,
-        terms=tuple(terms),
+        scored=partial(_scores_of, request, candidates, fb, config),
         explain=partial(
-            describe, chosen, terms, best, runner_up, len(terms) - feasible_count, enqueue
+            _describe,
+            request,
+            candidates,
+            fb,
+            config,
+            best,
+            runner_up,
+            len(candidates) - found.feasible,
+            enqueue,
         ),
     )

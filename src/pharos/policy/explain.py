@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pharos.policy.types import Candidate, Score, Terms, Why
+from pharos.policy.types import Candidate, Score, Why
 
 
-def why_against_least_loaded(chosen_terms: Terms, least_terms: Terms) -> Why:
+def why_against_least_loaded(chosen: Score, least_loaded: Score) -> Why:
     """`cache` if the chosen target's cached prefix saved more than its loaded model did against
     the least utilized target, `warm` if the loaded model saved more, else `least_loaded`."""
-    chosen, least_loaded = Score._make(chosen_terms), Score._make(least_terms)
     if chosen.target_id == least_loaded.target_id:
         return "least_loaded"
     cache_saved_s = (least_loaded.prefill_s + least_loaded.kv_penalty_s) - (
@@ -60,20 +59,20 @@ def _runner_up_tag(chosen: Score, other: Score) -> str:
 
 def describe(
     candidate: Candidate,
-    terms: Sequence[Terms],
+    scores: Sequence[Score],
     best: int,
     runner_up_idx: int,
     infeasible: int,
     enqueue: bool,
 ) -> str:
     """E.g. `warm, 1.2k cached tok, est 0.4s vs 3.1s (cold)`. runner_up_idx -1: none."""
-    chosen = Score._make(terms[best])
+    chosen = scores[best]
     parts = [residency_word(candidate)]
     if candidate.matched_tokens > 0:
         parts.append(f"{format_tokens(candidate.matched_tokens)} cached tok")
     if chosen.wait_s > 0:
         parts.append(f"wait {format_s(chosen.wait_s)}")
-    runner_up = Score._make(terms[runner_up_idx]) if runner_up_idx >= 0 else None
+    runner_up = scores[runner_up_idx] if runner_up_idx >= 0 else None
     estimate = f"est {format_s(chosen.est_ttft_s)}"
     if runner_up is not None:
         estimate += f" vs {format_s(runner_up.est_ttft_s)} ({_runner_up_tag(chosen, runner_up)})"

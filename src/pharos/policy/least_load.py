@@ -6,34 +6,53 @@ evict a busy model stay excluded: that is a safety rule, not an estimate.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from functools import partial
 
 from pharos.policy.cost import no_feasible_target
 from pharos.policy.explain import residency_word
-from pharos.policy.types import Candidate, Decision, PolicyConfig, RouteReq, Terms, Why
+from pharos.policy.types import Candidate, Decision, PolicyConfig, RouteReq, Score, Why
 from pharos.policy.util import break_tie
+
+_INF = float("inf")
+
+
+def _scan(
+    candidates: Sequence[Candidate], keep: list[Score] | None
+) -> tuple[list[float], list[int]]:
+    """Utilization per candidate and the indices of the feasible ones; every Score in `keep`
+    when asked (status page, tests). The one place least-load's terms are computed."""
+    utils: list[float] = []
+    feasible_idx: list[int] = []
+    for i, c in enumerate(candidates):
+        capacity = c.capacity if c.capacity > 0 else 1
+        free = c.free_slots
+        util = ((capacity - free if free < capacity else 0) + c.queue_ahead) / capacity
+        utils.append(util)
+        feasible = not (c.warm is False and not c.loading and c.fits_if_cold is False)
+        if feasible:
+            feasible_idx.append(i)
+        if keep is not None:
+            keep.append(
+                Score(c.target_id, feasible, util if feasible else _INF, 0.0, 0.0, 0.0, 0.0, util)
+            )
+    return utils, feasible_idx
+
+
+def _scores(candidates: Sequence[Candidate]) -> tuple[Score, ...]:
+    keep: list[Score] = []
+    _scan(candidates, keep)
+    return tuple(keep)
 
 
 def pick_least_load(
     request: RouteReq, candidates: Sequence[Candidate], config: PolicyConfig
 ) -> Decision:
     del config  # same signature as cost; nothing to configure
-    terms: list[Terms] = []
-    for c in candidates:
-        capacity = c.capacity if c.capacity > 0 else 1
-        free = c.free_slots
-        occupied = capacity - free if free < capacity else 0
-        util = (occupied + c.queue_ahead) / capacity
-        feasible = not (c.warm is False and not c.loading and c.fits_if_cold is False)
-        terms.append(
-            (c.target_id, feasible, util if feasible else math.inf, 0.0, 0.0, 0.0, 0.0, util)
-        )
-    feasible_idx = [i for i, t in enumerate(terms) if t[1]]
+    utils, feasible_idx = _scan(candidates, None)
     if not feasible_idx:
-        return no_feasible_target(terms)
-    best = break_tie(feasible_idx, terms, request.seed)
+        return no_feasible_target(len(candidates), partial(_scores, candidates))
+    best = break_tie(feasible_idx, utils, candidates, request.seed)
     chosen = candidates[best]
     enqueue = chosen.free_slots <= 0
     why: Why = "only_choice" if len(feasible_idx) == 1 else "least_loaded"
@@ -41,8 +60,8 @@ def pick_least_load(
         chosen.target_id,
         enqueue,
         why,
-        tuple(terms),
-        partial(_reason, chosen, terms[best][7], enqueue),
+        partial(_scores, candidates),
+        partial(_reason, chosen, utils[best], enqueue),
     )
 
 

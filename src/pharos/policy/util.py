@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from pharos.policy.types import Terms
-
-_UTIL = 7
+from pharos.policy.types import Candidate
 
 
 def median_or(known: Sequence[float], default: float) -> float:
@@ -19,15 +17,17 @@ def median_or(known: Sequence[float], default: float) -> float:
     return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
 
 
-def break_tie(indices: Sequence[int], terms: Sequence[Terms], seed: int) -> int:
+def break_tie(
+    indices: Sequence[int], utils: Sequence[float], candidates: Sequence[Candidate], seed: int
+) -> int:
     """Among tied indices: lowest utilization, then one chosen by the seed.
 
     The seed picks among the tied targets sorted by id, so the choice does not
     depend on the order the candidates arrived in.
     """
-    least = min(terms[i][_UTIL] for i in indices)
-    lowest = [i for i in indices if terms[i][_UTIL] == least]
+    least = min([utils[i] for i in indices])
+    lowest = [i for i in indices if utils[i] == least]
     if len(lowest) == 1:
         return lowest[0]
-    lowest.sort(key=lambda i: terms[i][0])
-    return lowest[seed % len(lowest)]
+    by_id = sorted([(candidates[i].target_id, i) for i in lowest])
+    return by_id[seed % len(by_id)][1]

@@ -36,6 +36,14 @@ class StreamTap:
         """Returns the bytes to write to the client now."""
         if not chunk:
             return b""
+        if (
+            chunk[-1:] == _NL
+            and not self._partial
+            and not self._overlong
+            and not self._drop_blank
+            and not may_carry_usage(chunk)
+        ):
+            return chunk  # whole lines, none can carry usage: nothing to parse, hold or drop
         if self._strip:
             return self._feed_stripping(chunk)
         self._scan(chunk)

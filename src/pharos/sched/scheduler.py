@@ -175,7 +175,7 @@ class Scheduler:
         chain = request.chain
         if chain is not None and chain.hashes:
             generations = {v.target_id: v.generation for v in usable}
-            matches = self._prefix.lookup(chain, generations.get)
+            matches = self._prefix.lookup(chain, generations.get, len(generations))
         router_waiting = self._queue.waiting_for(request.model) + self._peers.waiting(
             request.model, now
         )

@@ -47,7 +47,10 @@ class PrefixStore(Protocol):
     """The parts of pharos.prefix.PrefixIndex the scheduler uses."""
 
     def lookup(
-        self, chain: Chain, generation_of: Callable[[int], int | None]
+        self,
+        chain: Chain,
+        generation_of: Callable[[int], int | None],
+        stop_after: int | None = None,
     ) -> dict[int, Match]: ...
 
     def record(

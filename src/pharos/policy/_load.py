@@ -1,0 +1,74 @@
+"""Which build of the policy modules loads: mypyc's or the Python source (issue 13).
+
+The compiled modules (setup.py, when a C compiler is there) sit next to their sources and win
+the import. The source loads instead when PHAROS_PURE_PYTHON=1 (the tests run both), and when a
+source is newer than its compiled module: an edit without a reinstall must never run stale code.
+Runs once, at import, before any policy module loads; no routing code reads the environment.
+"""
+
+from __future__ import annotations
+
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import os
+import sys
+from collections.abc import Sequence
+from types import ModuleType
+
+PACKAGE = "pharos.policy"
+MODULES = ("types", "util", "explain", "cost", "least_load")
+PURE_ENV = "PHAROS_PURE_PYTHON"
+
+
+class _SourceOnly(importlib.abc.MetaPathFinder):
+    """Finds this package's modules as .py files only."""
+
+    def find_spec(
+        self,
+        fullname: str,
+        path: Sequence[str] | None,
+        target: ModuleType | None = None,  # noqa: ARG002 (the MetaPathFinder signature)
+    ) -> importlib.machinery.ModuleSpec | None:
+        package, _, name = fullname.rpartition(".")
+        if package != PACKAGE or name not in MODULES:
+            return None
+        for directory in path or ():
+            source = os.path.join(directory, name + ".py")
+            if os.path.isfile(source):
+                return importlib.util.spec_from_file_location(fullname, source)
+        return None
+
+
+def stale_compiled(directory: str) -> list[str]:
+    """Modules whose source changed after their compiled module was built."""
+    stale = []
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        for name in MODULES:
+            compiled = os.path.join(directory, name + suffix)
+            if os.path.isfile(compiled):
+                source = os.path.join(directory, name + ".py")
+                if os.path.getmtime(source) > os.path.getmtime(compiled):
+                    stale.append(name)
+    return stale
+
+
+def choose(directory: str) -> str:
+    """Installs the source-only finder when asked or when a compiled module is stale; returns
+    why ("" when the default import order stands)."""
+    why = ""
+    if os.environ.get(PURE_ENV) == "1":
+        why = f"{PURE_ENV}=1"
+    else:
+        stale = stale_compiled(directory)
+        if stale:
+            why = f"compiled {', '.join(stale)} older than the source: reinstall to rebuild"
+    if why and not any(isinstance(f, _SourceOnly) for f in sys.meta_path):
+        sys.meta_path.insert(0, _SourceOnly())
+    return why
+
+
+def implementation(module: ModuleType) -> str:
+    """ "mypyc" when the module is a compiled extension, else "python"."""
+    origin = getattr(module, "__file__", None) or ""
+    return "mypyc" if origin.endswith(tuple(importlib.machinery.EXTENSION_SUFFIXES)) else "python"
