@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo serve browser check lint unit live test bench support clean
+.PHONY: install demo serve browser promtool check lint unit live test bench support clean
 
 install: $(VENV)/.installed
 
@@ -38,7 +38,10 @@ live: install          ## layer 4: builds/caches real engines outside the repo, 
 browser:               ## headless Chromium (Debian package) for the /status page test
 	bash scripts/install-browser.sh
 
-test: browser check live   ## everything CI runs
+promtool:              ## promtool (Debian's prometheus package) for the monitoring/ checks
+	bash scripts/install-promtool.sh
+
+test: browser promtool check live   ## everything CI runs
 
 bench: install         ## prints `bench NAME p50_us=N p99_us=N` lines
 	@for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
