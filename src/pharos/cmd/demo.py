@@ -17,7 +17,7 @@ import sys
 from collections.abc import Sequence
 
 from pharos.cmd.runtime import Pharos, running
-from pharos.cmd.serve import setup_logging
+from pharos.cmd.serve import add_access_log_argument, setup_logging
 from pharos.config import Backend, Config, HostPort
 from pharos.engine.types import Kind
 from pharos.fakeengine import (
@@ -58,8 +58,9 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         "--log-level",
         choices=("debug", "info", "warning"),
         default="info",
-        help="debug adds one line per request",
+        help="debug adds each request's routing decisions",
     )
+    add_access_log_argument(parser)
 
 
 def demo_config(urls: Sequence[str]) -> Config:
@@ -75,7 +76,7 @@ def demo_config(urls: Sequence[str]) -> Config:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, access_log=args.access_log)
     try:
         listen = HostPort.parse(args.listen)
     except ValueError as err:

@@ -23,12 +23,14 @@ from pharos.cmd.wiring import backend_specs, key_entries
 from pharos.config import Config, usage_zone
 from pharos.config.reload import restart_needed
 from pharos.discovery import open_log_feed
+from pharos.obs.access import access_log
 from pharos.obs.service import Observability
 from pharos.peer.statefile import StateSnapshot, TargetStatsRecord
 from pharos.prefix import PrefixEntry, PrefixIndex, Source
 from pharos.proxy.app import Flags, Proxy, ProxyOptions, json_errors
 from pharos.proxy.auth import KeyTable
 from pharos.proxy.done import RequestDone
+from pharos.proxy.request_id import echo_request_ids
 from pharos.sched import DEFAULT_QUEUE_LIMIT, Scheduler
 from pharos.state import BackendSpec, State, StateOptions, StatRecord
 from pharos.usage import UsageBook
@@ -127,8 +129,10 @@ class Pharos:
         )
         self.proxy.on_done = self._on_done
         self.app = web.Application(
-            middlewares=[json_errors], client_max_size=self.options.proxy.max_body_bytes + 1024
+            middlewares=[access_log, json_errors],
+            client_max_size=self.options.proxy.max_body_bytes + 1024,
         )
+        echo_request_ids(self.app)
         self.obs.add_routes(self.app)
         self.proxy.add_routes(self.app)
 

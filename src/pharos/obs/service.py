@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
-import json
 import logging
 from collections.abc import Callable
 
 from aiohttp import web
 
 from pharos.clock import Clock
+from pharos.obs.access import note_done
+from pharos.obs.logfmt import field, seconds
 from pharos.obs.metrics import Metrics
 from pharos.obs.status import RecentRequests, build_page, render_page
 from pharos.obs.usage_api import usage_response
@@ -25,25 +26,16 @@ from pharos.usage import UsageBook
 log = logging.getLogger("pharos.request")
 background_log = logging.getLogger("pharos.decision")
 
+ROUTINE_DECISIONS = frozenset({("scrape", "ok"), ("resolve", "same_plan")})
+"""Counted in /metrics but never logged: a round that found nothing new is no news (1,070
+`scrape=ok` lines against 19 requests in eight minutes, before)."""
+
 FORBIDDEN = ClientError(
     403,
     "This key may not read /status or /usage; an admin key is needed.",
     "permission_error",
     "insufficient_permissions",
 )
-
-
-def _field(value: object) -> str:
-    """A logfmt value, JSON-quoted when it holds a space, quote, `=` or a control character
-    (model names and request ids come from clients: one request stays one line)."""
-    text = str(value)
-    if text == "" or not text.isprintable() or any(c in text for c in ' "=\\'):
-        return json.dumps(text, ensure_ascii=False)
-    return text
-
-
-def _seconds(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
 
 
 def request_line(done: RequestDone) -> str:
@@ -58,15 +50,15 @@ def request_line(done: RequestDone) -> str:
         ("status", done.status),
         ("reason", done.reason or "-"),
         ("decisions", decisions or "-"),
-        ("ttft", _seconds(done.ttft_s)),
-        ("overhead", _seconds(done.overhead_s)),
-        ("queue_wait", _seconds(done.queue_wait_s)),
-        ("duration", _seconds(done.duration_s)),
+        ("ttft", seconds(done.ttft_s)),
+        ("overhead", seconds(done.overhead_s)),
+        ("queue_wait", seconds(done.queue_wait_s)),
+        ("duration", seconds(done.duration_s)),
         ("prompt_tokens", "-" if done.prompt_tokens is None else done.prompt_tokens),
         ("cached_tokens", "-" if done.cached_tokens is None else done.cached_tokens),
         ("completion_tokens", "-" if done.completion_tokens is None else done.completion_tokens),
     )
-    return "request " + " ".join(f"{name}={_field(value)}" for name, value in fields)
+    return "request " + " ".join(f"{name}={field(value)}" for name, value in fields)
 
 
 class Observability:
@@ -92,11 +84,14 @@ class Observability:
     def on_done(self, done: RequestDone) -> None:
         self.metrics.on_done(done)
         self.recent.add(done)
+        note_done(done)
         if log.isEnabledFor(logging.DEBUG):
             log.debug(request_line(done))
 
     def on_decision(self, backend: str, stage: str, outcome: str) -> None:
         self.metrics.on_decision(backend, stage, outcome)
+        if (stage, outcome) in ROUTINE_DECISIONS:
+            return
         if background_log.isEnabledFor(logging.DEBUG):
             background_log.debug("decision backend=%s %s=%s", backend, stage, outcome)
 

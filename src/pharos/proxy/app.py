@@ -22,6 +22,7 @@ from pharos.proxy.done import RequestDone, RequestRecord, finish
 from pharos.proxy.errors import ClientError, error_response, model_not_found, too_large
 from pharos.proxy.forward import Forwarder
 from pharos.proxy.parse import ask_for_usage, parse_request
+from pharos.proxy.request_id import request_id_of
 from pharos.proxy.upstream import Route
 from pharos.sched import Scheduler
 from pharos.state import State
@@ -225,7 +226,7 @@ class Proxy:
         record = RequestRecord(
             route=route.name,
             started_s=self.clock.now(),
-            request_id=request.headers.get("X-Request-Id"),
+            request_id=request_id_of(request),
         )
         status = 500
         self.inflight_streams += 1
