@@ -9,11 +9,13 @@ from collections.abc import Callable
 
 from aiohttp import web
 
+from pharos import __version__
 from pharos.clock import Clock
 from pharos.obs.access import note_done
 from pharos.obs.logfmt import field, seconds
 from pharos.obs.metrics import Metrics
-from pharos.obs.status import RecentRequests, build_page, render_page
+from pharos.obs.sessions import COOKIE, Sessions
+from pharos.obs.status import RecentRequests, build_page, render_login, render_page
 from pharos.obs.usage_api import usage_response
 from pharos.proxy.app import Proxy
 from pharos.proxy.auth import KeyEntry
@@ -29,6 +31,14 @@ background_log = logging.getLogger("pharos.decision")
 ROUTINE_DECISIONS = frozenset({("scrape", "ok"), ("resolve", "same_plan")})
 """Counted in /metrics but never logged: a round that found nothing new is no news (1,070
 `scrape=ok` lines against 19 requests in eight minutes, before)."""
+
+UNAUTHORIZED_STATUS = ClientError(
+    401,
+    "/status needs an admin key: send it as `Authorization: Bearer <key>`, or open "
+    "/status in a browser and sign in.",
+    "invalid_request_error",
+    "invalid_api_key",
+)
 
 FORBIDDEN = ClientError(
     403,
@@ -80,6 +90,7 @@ class Observability:
         self._proxy = proxy_ref
         self.metrics = Metrics(state, sched, clock.now)
         self.recent = RecentRequests()
+        self.sessions = Sessions(clock)
 
     def on_done(self, done: RequestDone) -> None:
         self.metrics.on_done(done)
@@ -98,6 +109,8 @@ class Observability:
     def add_routes(self, app: web.Application) -> None:
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/status", self._status)
+        app.router.add_post("/status/login", self._login)
+        app.router.add_post("/status/logout", self._logout)
         app.router.add_get("/usage", self._usage_route)
 
     def _admin(self, request: web.Request) -> KeyEntry:
@@ -112,12 +125,37 @@ class Observability:
             headers={"Content-Type": "text/plain; version=0.0.4; charset=utf-8"},
         )
 
+    def _session_viewer(self, request: web.Request) -> KeyEntry | None:
+        """The admin key behind the browser's session cookie, if it is still in the config
+        (same name, same digest, still admin); a session whose key went ends here."""
+        session_id = request.cookies.get(COOKIE)
+        session = self.sessions.get(session_id)
+        if session is None:
+            return None
+        for entry in self._proxy().keys().entries:
+            if entry.name == session.key_name and entry.sha256 == session.key_sha256:
+                if entry.admin:
+                    return entry
+                break
+        self.sessions.close(session_id)
+        return None
+
     async def _status(self, request: web.Request) -> web.StreamResponse:
-        try:
-            self._admin(request)
-        except ClientError as err:
-            return error_response(err)
         proxy = self._proxy()
+        session_key: str | None = None
+        has_key = "Authorization" in request.headers or "x-api-key" in request.headers
+        if proxy.keys().is_open or has_key:
+            try:
+                self._admin(request)
+            except ClientError as err:
+                return error_response(err)
+        else:
+            viewer = self._session_viewer(request)
+            if viewer is None:
+                if "text/html" in request.headers.get("Accept", ""):
+                    return self._login_page(None, 401)
+                return error_response(UNAUTHORIZED_STATUS)
+            session_key = viewer.name
         page = build_page(
             state=self._state,
             sched=self._sched,
@@ -127,10 +165,44 @@ class Observability:
             policy=self._policy,
             ready=proxy.flags.ready(),
             draining=proxy.flags.draining,
+            session_key=session_key,
         )
         # Rendering takes ~7 ms for a full page: off the event loop. The page is frozen values.
         html = await asyncio.to_thread(render_page, page)
         return web.Response(text=html, content_type="text/html")
+
+    def _login_page(self, problem: str | None, status: int) -> web.Response:
+        html = render_login(version=f"v{__version__}", problem=problem)
+        return web.Response(text=html, content_type="text/html", status=status)
+
+    async def _login(self, request: web.Request) -> web.StreamResponse:
+        form = await request.post()
+        secret = form.get("key")
+        keys = self._proxy().keys()
+        entry = None
+        if isinstance(secret, str) and secret.strip():
+            entry = keys.lookup(None, secret.strip())
+        if entry is None or keys.is_open:
+            return self._login_page("That key is not in this Pharos's config.", 401)
+        if not entry.admin:
+            return self._login_page(f"Key `{entry.name}` is not an admin key.", 403)
+        response = web.Response(status=303, headers={"Location": "/status"})
+        response.set_cookie(
+            COOKIE,
+            self.sessions.open(entry.name, entry.sha256),
+            max_age=int(self.sessions.ttl_s),
+            path="/status",
+            httponly=True,
+            samesite="Strict",
+            secure=request.secure,
+        )
+        return response
+
+    async def _logout(self, request: web.Request) -> web.StreamResponse:
+        self.sessions.close(request.cookies.get(COOKIE))
+        response = web.Response(status=303, headers={"Location": "/status"})
+        response.del_cookie(COOKIE, path="/status")
+        return response
 
     async def _usage_route(self, request: web.Request) -> web.StreamResponse:
         try:

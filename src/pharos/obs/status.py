@@ -33,6 +33,7 @@ _ENV = jinja2.Environment(
     undefined=jinja2.StrictUndefined,
 )
 _ENV.filters["thousands"] = lambda n: f"{n:,}"
+_ENV.filters["bytes"] = lambda n: human_bytes(n)
 
 
 class RecentRequests:
@@ -114,6 +115,14 @@ class RecentRow:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueRow:
+    key: str
+    model: str
+    since: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class UsageRow:
     key: str
     requests: int
@@ -142,6 +151,8 @@ class Page:
     chart: Chart | None
     timezone: str
     requests_today: int
+    queue: tuple[QueueRow, ...] = ()
+    session_key: str | None = None  # the key name of a browser session, for its logout button
 
     @property
     def backends_up(self) -> int:
@@ -204,6 +215,63 @@ def _target_row(view: TargetView, sched: Scheduler) -> TargetRow:
     )
 
 
+REFUSALS: dict[tuple[str, str], str] = {
+    ("admission", "unauthorized"): "no key, or a key this config does not hold",
+    ("admission", "bad_request"): "the request body did not parse",
+    ("admission", "too_large"): "the request body is over the size limit",
+    ("admission", "model_not_allowed"): "the model is outside this key's allow-list",
+    ("admission", "rate_limited"): "over this key's requests per minute",
+    ("admission", "quota_exceeded"): "out of this key's tokens for today",
+    ("route", "unknown_model"): "no backend lists this model",
+    ("route", "unavailable"): "no backend serving this model is up",
+    ("route", "queue_full"): "the fair queue is full",
+    ("route", "client_left"): "the client left while it waited",
+}
+"""Why a request got no engine, from its decisions, for rows whose reason is empty."""
+
+
+def refusal_reason(done: RequestDone) -> str:
+    if done.reason:
+        return done.reason
+    for decision in done.decisions:
+        if decision in REFUSALS:
+            return REFUSALS[decision]
+    return "" if done.status < 400 else f"refused with {done.status}"
+
+
+def _wait_reason(model: str, targets: tuple[TargetView, ...], sched: Scheduler) -> str:
+    """Why a queued request for `model` waits, from the targets routing saw."""
+    mine = [view for view in targets if view.model == model and view.up]
+    if not mine:
+        return "no backend serving the model is up"
+    if any(view.residency is Residency.LOADING for view in mine):
+        return "cold load under way"
+    sizes = [(view.size_bytes, view.memory_bytes) for view in mine]
+    if all(size is not None and memory is not None and size > memory for size, memory in sizes):
+        return "does not fit any backend's memory_gb"
+
+    def full(view: TargetView) -> bool:
+        slots = view.capacity if view.capacity is not None else view.config_capacity
+        return slots is not None and sched.inflight_cluster(view.target_id, view.key) >= slots
+
+    if not all(full(view) for view in mine) and all(
+        view.residency is Residency.COLD for view in mine
+    ):
+        return "cold: loading it would evict a busy model"
+    return "no free slot"
+
+
+def human_bytes(value: int | None) -> str | None:
+    if value is None:
+        return None
+    size = float(value)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if size < 1024 or unit == "GiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    raise AssertionError("unreachable")
+
+
 def _recent_row(done: RequestDone, zone: tzinfo | None) -> RecentRow:
     return RecentRow(
         time=dt.datetime.fromtimestamp(done.finished_wall_s, zone).strftime("%H:%M:%S"),
@@ -213,7 +281,7 @@ def _recent_row(done: RequestDone, zone: tzinfo | None) -> RecentRow:
         route=done.route,
         status=done.status,
         target=done.backend_url,
-        reason=done.reason,
+        reason=refusal_reason(done),
         prompt=done.prompt_tokens,
         cached=done.cached_tokens,
         completion=done.completion_tokens,
@@ -268,12 +336,15 @@ def build_page(
     policy: str,
     ready: bool,
     draining: bool,
+    session_key: str | None = None,
 ) -> Page:
     now = clock.now()
     zone = usage.zone if usage is not None else None
-    targets = tuple(
-        _target_row(view, sched)
-        for view in sorted(state.all_targets(now), key=lambda v: (v.model, v.backend_url))
+    views = tuple(sorted(state.all_targets(now), key=lambda v: (v.model, v.backend_url)))
+    targets = tuple(_target_row(view, sched) for view in views)
+    queue = tuple(
+        QueueRow(key, model, f"{max(0.0, now - since):.1f} s", _wait_reason(model, views, sched))
+        for key, model, since in sorted(sched.queued(), key=lambda q: q[2])
     )
     usage_rows: tuple[UsageRow, ...] | None = None
     chart: Chart | None = None
@@ -296,8 +367,14 @@ def build_page(
         chart=chart,
         timezone=str(zone) if zone is not None else "no usage book",
         requests_today=requests_today,
+        queue=queue,
+        session_key=session_key,
     )
 
 
 def render_page(page: Page) -> str:
     return _ENV.get_template("status.html").render(page=page)
+
+
+def render_login(*, version: str, problem: str | None) -> str:
+    return _ENV.get_template("login.html").render(version=version, problem=problem)
