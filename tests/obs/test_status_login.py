@@ -9,8 +9,9 @@ import aiohttp
 
 from pharos.clock import FakeClock
 from pharos.config import parse_config
-from pharos.fakeengine import FakeOllama, no_sleep
+from pharos.fakeengine import FakeModel, FakeOllama, Ledger, no_sleep
 from pharos.obs.sessions import COOKIE, Sessions
+from pharos.obs.status_text import human_value
 from tests.obs.rig import (
     MODEL,
     BackendSpecYaml,
@@ -130,3 +131,37 @@ async def test_refused_rows_say_why_and_every_row_has_route_id_and_duration(
     assert served.cell("request id") == "rid-1"
     assert served.cell("duration").endswith(" s")
     assert "not built" not in html.decode()
+
+
+async def test_the_backend_card_and_the_targets_table_agree_and_sizes_read_in_binary_units(
+    start_router: StartRouter,
+) -> None:
+    models = [FakeModel(MODEL), FakeModel("llama3.2:1b", 1_321_098_329, 2_019_000_000)]
+    engine = FakeOllama(models, ledger=Ledger(memory_bytes=int(2.5 * 2**30)), sleep=no_sleep)
+    router = await start_router([BackendSpecYaml(engine, "ollama", {"memory_gb": 2.5})])
+    for model in (MODEL, "llama3.2:1b"):  # the second load unloads the first
+        assert (await router.chat(None, model))[0] == 200
+    _, _, html = await router.get("/status")
+    page = parse_status(html.decode())
+    probes = {row.cells[1]: row.cells[2] for row in page.rows_in("backends", "probe")}
+    targets = sorted(
+        (row.attrs["data-target"].split(" ", 1)[1], row.cell("residency"))
+        for row in page.rows
+        if "data-target" in row.attrs
+    )
+    # the page shows each model=value in its own span; the parser joins the spans' text
+    assert probes["residency"] == "".join(f"{model}={state}" for model, state in targets)
+    assert probes["size_bytes"] == "llama3.2:1b=1.2 GiBqwen2.5:0.5b=379.4 MiB"
+
+
+def test_byte_values_read_in_binary_units_and_others_stay() -> None:
+    # (signal,       value as read,                 shown)
+    cases = [
+        ("size_bytes", "m=397821319", "m=379.4 MiB"),
+        ("vram_bytes", "a:1b=0, b=2048", "a:1b=0 B, b=2.0 KiB"),
+        ("vram_bytes", None, None),
+        ("running", "m=3", "m=3"),
+        ("size_bytes", "qwen2.5:0.5b=1024", "qwen2.5:0.5b=1.0 KiB"),
+    ]
+    for signal, value, shown in cases:
+        assert human_value(signal, value) == shown, (signal, value)

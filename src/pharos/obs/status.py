@@ -19,9 +19,11 @@ from pharos import __version__
 from pharos.clock import Clock
 from pharos.engine.types import Residency
 from pharos.obs.chart import Chart, daily_chart
+from pharos.obs.status_text import human_bytes, human_value, refusal_reason
 from pharos.proxy.done import RequestDone
 from pharos.sched import Scheduler
 from pharos.state import BackendStatus, State, TargetView
+from pharos.state.spec import ProbeStatus
 from pharos.usage import UsageBook
 
 RECENT_REQUESTS = 50
@@ -173,7 +175,25 @@ def _num(value: float | None, scale: float = 1.0) -> str | None:
     return None if value is None else f"{value * scale:.3g}"
 
 
-def _backend_row(status: BackendStatus) -> BackendRow:
+def _probe_value(probe: ProbeStatus, residency_now: str | None) -> str | None:
+    """The residency row shows what routing sees now (the targets table's column), which a
+    cold dispatch or an unload updates between full rounds; the rest as last read."""
+    if probe.signal == "residency" and residency_now is not None:
+        return residency_now
+    return human_value(probe.signal, probe.value)
+
+
+def _residency_now(url: str, views: tuple[TargetView, ...]) -> str | None:
+    known = [
+        f"{view.model}={view.residency.value}"
+        for view in sorted(views, key=lambda v: v.model)
+        if view.backend_url == url and view.residency is not Residency.UNKNOWN
+    ]
+    return ", ".join(known) if known else None
+
+
+def _backend_row(status: BackendStatus, views: tuple[TargetView, ...] = ()) -> BackendRow:
+    residency_now = _residency_now(status.url, views)
     return BackendRow(
         url=status.url,
         kind=status.kind.value,
@@ -185,7 +205,10 @@ def _backend_row(status: BackendStatus) -> BackendRow:
         down_reason=status.ejected or status.down_reason,
         log_feed=status.log_feed,
         log_feed_up=status.log_feed_up,
-        probes=tuple(ProbeRow(p.name, p.signal, p.value, p.source, p.own) for p in status.probes),
+        probes=tuple(
+            ProbeRow(p.name, p.signal, _probe_value(p, residency_now), p.source, p.own)
+            for p in status.probes
+        ),
         dropped=tuple(sorted(status.dropped_probes.items())),
     )
 
@@ -215,30 +238,6 @@ def _target_row(view: TargetView, sched: Scheduler) -> TargetRow:
     )
 
 
-REFUSALS: dict[tuple[str, str], str] = {
-    ("admission", "unauthorized"): "no key, or a key this config does not hold",
-    ("admission", "bad_request"): "the request body did not parse",
-    ("admission", "too_large"): "the request body is over the size limit",
-    ("admission", "model_not_allowed"): "the model is outside this key's allow-list",
-    ("admission", "rate_limited"): "over this key's requests per minute",
-    ("admission", "quota_exceeded"): "out of this key's tokens for today",
-    ("route", "unknown_model"): "no backend lists this model",
-    ("route", "unavailable"): "no backend serving this model is up",
-    ("route", "queue_full"): "the fair queue is full",
-    ("route", "client_left"): "the client left while it waited",
-}
-"""Why a request got no engine, from its decisions, for rows whose reason is empty."""
-
-
-def refusal_reason(done: RequestDone) -> str:
-    if done.reason:
-        return done.reason
-    for decision in done.decisions:
-        if decision in REFUSALS:
-            return REFUSALS[decision]
-    return "" if done.status < 400 else f"refused with {done.status}"
-
-
 def _wait_reason(model: str, targets: tuple[TargetView, ...], sched: Scheduler) -> str:
     """Why a queued request for `model` waits, from the targets routing saw."""
     mine = [view for view in targets if view.model == model and view.up]
@@ -259,17 +258,6 @@ def _wait_reason(model: str, targets: tuple[TargetView, ...], sched: Scheduler) 
     ):
         return "cold: loading it would evict a busy model"
     return "no free slot"
-
-
-def human_bytes(value: int | None) -> str | None:
-    if value is None:
-        return None
-    size = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    raise AssertionError("unreachable")
 
 
 def _recent_row(done: RequestDone, zone: tzinfo | None) -> RecentRow:
@@ -358,7 +346,7 @@ def build_page(
         ready=ready,
         draining=draining,
         generated=dt.datetime.fromtimestamp(clock.time(), zone).strftime("%Y-%m-%d %H:%M:%S %Z"),
-        backends=tuple(_backend_row(status) for status in state.backends()),
+        backends=tuple(_backend_row(status, views) for status in state.backends()),
         targets=targets,
         inflight=sum(t.inflight for t in targets),
         waiting=sched.waiting_count(),
