@@ -167,3 +167,18 @@ def test_startup_lines_name_every_backend_the_keys_and_the_policy() -> None:
         "backend http://b: ollama version unknown, down (unreachable), 1 models, 2 probes",
     ]
     assert "anonymous" in startup_lines([], KeyTable.open(), "least-load")[0]
+
+
+async def test_a_huge_model_name_or_path_keeps_the_access_line_short(
+    router: Router, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    status, _, _ = await router.chat(USER.secret, "m" * 10_000)
+    assert status == 404
+    await router.get("/v1/" + "p" * 5_000, USER.secret)
+    assert (await router.chat(USER.secret, 'x" key=forged\nstatus=1'))[0] == 404
+    lines = [r.getMessage() for r in caplog.records if r.name == "pharos.access"]
+    assert len(lines) == 3
+    assert all(len(line) < 800 and "\n" not in line for line in lines)
+    assert ' model="x\\" key=forged\\nstatus=1" ' in lines[2]  # one quoted value
+    assert " key=alice " in lines[2]

@@ -26,7 +26,8 @@ log = logging.getLogger("pharos.access")
 
 QUIET_PATHS = frozenset({"/healthz", "/metrics"})
 CLIENT_LEFT_STATUS = 499
-_MAX_PATH_CHARS = 200
+_MAX_CLIENT_CHARS = 200
+"""Path and model come from the client: one line stays short whatever it sends."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -58,10 +59,10 @@ def access_line(
 ) -> str:
     fields: tuple[tuple[str, object], ...] = (
         ("method", method),
-        ("path", path[:_MAX_PATH_CHARS]),
+        ("path", path[:_MAX_CLIENT_CHARS]),
         ("route", done.route if done is not None else "-"),
         ("key", done.key if done is not None else "-"),
-        ("model", (done.model or "-") if done is not None else "-"),
+        ("model", (done.model or "-")[:_MAX_CLIENT_CHARS] if done is not None else "-"),
         ("target", (done.target_key or "-") if done is not None else "-"),
         ("status", status),
         ("ttft", seconds(done.ttft_s if done is not None else None)),
