@@ -3,7 +3,7 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo serve browser check lint unit live test bench bench-compare support clean wheel
+.PHONY: install demo serve browser promtool check lint unit live test bench bench-compare support clean wheel
 
 install: $(VENV)/.installed
 
@@ -39,7 +39,10 @@ live: install          ## layer 4: builds/caches real engines outside the repo, 
 browser:               ## headless Chromium (Debian package) for the /status page test
 	bash scripts/install-browser.sh
 
-test: browser check wheel live   ## everything CI runs
+promtool:              ## promtool (Debian's prometheus package) for the monitoring/ checks
+	bash scripts/install-promtool.sh
+
+test: browser promtool check wheel live   ## everything CI runs
 
 wheel:                 ## the installed wheel runs --help, demo and doctor with no repository
 	bash scripts/check-wheel.sh

@@ -333,3 +333,18 @@ def test_route_served_reads_status_and_error_body(
     status: int | None, body: bytes, served: bool | None
 ) -> None:
     assert route_served(status, body) is served
+
+
+def test_a_model_larger_than_memory_gb_is_called_out(
+    serve_routes: Serve, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    """qwen2.5:0.5b is 397,821,319 bytes in the v0.34.4 capture's /api/tags."""
+    ollama_url = serve_routes(ollama_loaded_routes())
+    config = tmp_path / "pharos.yaml"
+    config.write_text(f"backends:\n  - url: {ollama_url}\n    kind: ollama\n    memory_gb: 0.25\n")
+    status, out, err = run(capsys, "--config", str(config))
+    assert status == 0, err
+    assert (
+        'model "qwen2.5:0.5b" (379.4 MiB) can never fit memory_gb (256.0 MiB): '
+        "Pharos will not load it here, so its requests wait"
+    ) in out

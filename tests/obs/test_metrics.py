@@ -156,16 +156,30 @@ async def test_every_series_without_peers(router: Router) -> None:
     )
 
     ollama, llama = router.urls
-    assert value(text, "pharos_backend_up", backend=ollama, kind="ollama", version="0.34.4") == 1
-    assert value(text, "pharos_backend_up", backend=llama, kind="llamacpp") == 1
+    assert value(text, "pharos_backend_up", backend=ollama) == 1
+    assert value(text, "pharos_backend_up", backend=llama) == 1
+    assert not any(
+        "version" in s.labels for s in samples(text) if s.name == "pharos_backend_up"
+    )  # an upgrade must not break `pharos_backend_up == 0` alerts
+    assert value(text, "pharos_backend_info", backend=ollama, kind="ollama", version="0.34.4") == 1
+    assert value(text, "pharos_backend_info", backend=llama, kind="llamacpp") == 1
     assert value(text, "pharos_backend_log_feed_up", backend=ollama) == 1
     assert value(text, "pharos_backend_log_feed_up", backend=llama) is None  # no feed: absent
     assert (value(text, "pharos_backend_probes_active", backend=ollama) or 0) > 0
-    target = f"{llama} {LLAMA_MODEL}"
-    assert value(text, "pharos_target_inflight", target=target) == 0
-    assert value(text, "pharos_target_inflight_cluster", target=target) == 0
-    assert value(text, "pharos_target_signals_unknown", target=target) is not None
+    target = {"backend": llama, "model": LLAMA_MODEL}
+    assert value(text, "pharos_target_inflight", **target) == 0
+    assert value(text, "pharos_target_inflight_cluster", **target) == 0
+    assert value(text, "pharos_target_signals_unknown", **target) is not None
     assert value(text, "pharos_queue_waiting") == 0
+    assert value(text, "pharos_requests_total", backend=llama, route="chat", status="200") == 2
+    assert value(text, "pharos_requests_total", backend="", key="-", status="401") == 1
+    assert value(text, "pharos_ttft_seconds_count", backend=llama, route="chat") == 2
+    assert value(text, "pharos_request_duration_seconds_count", route="chat", status="200") == 3
+    assert value(text, "pharos_request_duration_seconds_count", route="chat", status="401") == 1
+    build = [s for s in samples(text) if s.name == "pharos_build_info"]
+    assert len(build) == 1 and build[0].value == 1 and build[0].labels["version"]
+    assert not [s.name for s in samples(text) if s.name.endswith("_created")]
+    assert "part of prompt" in text  # cached tokens' HELP says they are not extra
     assert "pharos_peer_" not in text  # no peers in this build
 
 
@@ -192,8 +206,10 @@ async def test_inflight_and_queue_gauges_while_held(start_router: StartRouter) -
     await wait_for(lambda: router.pharos.sched.waiting_count() == 2, "requests never queued")
     text = await metrics(router)
     target = f"{router.urls[0]} {MODEL}"
-    assert value(text, "pharos_target_inflight", target=target) == 1
-    assert value(text, "pharos_target_inflight_cluster", target=target) == 1
+    labels = {"backend": router.urls[0], "model": MODEL}
+    assert value(text, "pharos_target_inflight", **labels) == 1
+    assert value(text, "pharos_target_inflight_cluster", **labels) == 1
+    assert value(text, "pharos_target_capacity", **labels) == 1  # from config
     assert value(text, "pharos_queue_waiting") == 2
     _, _, html = await router.get("/status")
     page = parse_status(html.decode())

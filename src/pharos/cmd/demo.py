@@ -17,12 +17,28 @@ import sys
 from collections.abc import Sequence
 
 from pharos.cmd.runtime import Pharos, running
-from pharos.cmd.serve import setup_logging
+from pharos.cmd.serve import add_access_log_argument, setup_logging
 from pharos.config import Backend, Config, HostPort
 from pharos.engine.types import Kind
-from pharos.fakeengine import FakeLlamaCpp, FakeModel, FakeOllama, FakeVLLM, scaled_sleep, serve
+from pharos.fakeengine import (
+    FakeLlamaCpp,
+    FakeModel,
+    FakeOllama,
+    FakeVLLM,
+    Ledger,
+    scaled_sleep,
+    serve,
+)
 
 DEMO_MODEL = "qwen2.5:0.5b"
+OLLAMA_MODELS = (
+    FakeModel(DEMO_MODEL),
+    FakeModel("llama3.2:1b", 1_321_098_329, 2_019_000_000),  # ollama v0.34.4 api_tags / api_ps
+)
+OLLAMA_MEMORY_GB = 2.5
+"""GiB, for the fake Ollama and its memory_gb alike: each model fits alone (the larger is
+1.23 GiB on disk, 1.88 GiB loaded) but not both loaded at once, so switching unloads.
+At 1 GiB llama3.2:1b could never fit and its requests waited forever."""
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -42,8 +58,9 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
         "--log-level",
         choices=("debug", "info", "warning"),
         default="info",
-        help="debug adds one line per request",
+        help="debug adds each request's routing decisions",
     )
+    add_access_log_argument(parser)
 
 
 def demo_config(urls: Sequence[str]) -> Config:
@@ -51,7 +68,7 @@ def demo_config(urls: Sequence[str]) -> Config:
     alias = {"qwen2.5-0.5b": DEMO_MODEL}
     return Config(
         backends=(
-            Backend(url=ollama_url, kind=Kind.OLLAMA, memory_gb=1.0, capacity=2),
+            Backend(url=ollama_url, kind=Kind.OLLAMA, memory_gb=OLLAMA_MEMORY_GB, capacity=2),
             Backend(url=llamacpp_url, kind=Kind.LLAMACPP, aliases=alias),
             Backend(url=vllm_url, kind=Kind.VLLM, aliases=alias),
         ),
@@ -59,7 +76,7 @@ def demo_config(urls: Sequence[str]) -> Config:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, access_log=args.access_log)
     try:
         listen = HostPort.parse(args.listen)
     except ValueError as err:
@@ -86,7 +103,8 @@ async def _demo(listen: HostPort, speed: float) -> None:
     sleep = scaled_sleep(speed)
     fakes = (
         FakeOllama(
-            [FakeModel(DEMO_MODEL), FakeModel("llama3.2:1b", 1_321_098_329, 2_019_000_000)],
+            list(OLLAMA_MODELS),
+            ledger=Ledger(memory_bytes=int(OLLAMA_MEMORY_GB * 2**30)),
             sleep=sleep,
         ),
         FakeLlamaCpp(sleep=sleep),
@@ -116,6 +134,8 @@ Try:
     -d '{{"model":"{DEMO_MODEL}","messages":[{{"role":"user","content":"hi"}}]}}'
   curl -s {base}/api/chat \\
     -d '{{"model":"llama3.2:1b","messages":[{{"role":"user","content":"hi"}}],"stream":false}}'
-  open {base}/status   (what each engine reports, and why each request went where)
+  curl -s {base}/metrics
+  open {base}/status     (macOS; xdg-open on Linux: what each engine reports, and why each
+                          request went where)
 Stop with Ctrl-C.
 """

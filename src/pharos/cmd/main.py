@@ -1,4 +1,4 @@
-"""The `pharos` command line: serve, demo, doctor, keys new."""
+"""The `pharos` command line: serve, demo, doctor, keys new, config check, version."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
 from pharos.cmd import demo, doctor, keys, serve
+from pharos.config import ConfigError, load_config
 
 _FORMATTER = argparse.RawDescriptionHelpFormatter
 
@@ -25,6 +26,8 @@ examples:
   pharos doctor --url http://gpu-box:11434 see what Pharos reads from one engine
   pharos doctor --config pharos.yaml       ... from every configured backend
   pharos keys new --name alice             make a client key and its config entry
+  pharos config check pharos.yaml          check a config file without starting anything
+  pharos version                           the installed version
 
 Run `pharos COMMAND --help` for the options of each command.
 """
@@ -84,6 +87,37 @@ KEYS_NEW_EPILOG = """\
 examples:
   pharos keys new --name alice
 """
+
+
+CONFIG_CHECK_DESCRIPTION = """\
+Parse a config file exactly as `pharos serve --config FILE` would, and say what is wrong
+with it (each problem names its field), or what it holds. Nothing is started or contacted.
+Exit status: 0 when the file is good, 1 when it is not.
+"""
+CONFIG_CHECK_EPILOG = """\
+examples:
+  pharos config check pharos.yaml
+  pharos config check pharos.example.yaml
+"""
+
+
+def run_config_check(args: argparse.Namespace) -> int:
+    try:
+        config = load_config(args.file)
+    except ConfigError as err:
+        sys.stderr.write(f"{err}\n")
+        return 1
+    keys = f"{len(config.keys)} keys" if config.keys else "no keys (open to every client)"
+    sys.stdout.write(
+        f"{args.file}: ok: {len(config.backends)} backends, {keys}, policy "
+        f"{config.policy.value}, listen {config.listen}\n"
+    )
+    return 0
+
+
+def run_version(_args: argparse.Namespace) -> int:
+    sys.stdout.write(f"pharos {_package_version()}\n")
+    return 0
 
 
 def _package_version() -> str:
@@ -146,6 +180,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     keys_new.set_defaults(run=lambda args: keys.run_keys_new(args, sys.stdout, sys.stderr))
     keys_parser.set_defaults(run=lambda _args: _usage_error(keys_parser))
+
+    config_parser = commands.add_parser(
+        "config", help="check a config file", formatter_class=_FORMATTER
+    )
+    config_commands = config_parser.add_subparsers(dest="config_command", metavar="COMMAND")
+    config_check = config_commands.add_parser(
+        "check",
+        help="parse a config file and say what is wrong with it",
+        description=CONFIG_CHECK_DESCRIPTION,
+        epilog=CONFIG_CHECK_EPILOG,
+        formatter_class=_FORMATTER,
+    )
+    config_check.add_argument("file", metavar="FILE", help="the config file")
+    config_check.set_defaults(run=run_config_check)
+    config_parser.set_defaults(run=lambda _args: _usage_error(config_parser))
+
+    version_parser = commands.add_parser(
+        "version", help="print the installed version", formatter_class=_FORMATTER
+    )
+    version_parser.set_defaults(run=run_version)
     return parser
 
 

@@ -41,6 +41,7 @@ from pharos.config import Config, Limits, usage_zone
 from pharos.config.reload import restart_needed
 from pharos.discovery import BackendSources, backend_specs, open_log_feed
 from pharos.discovery.combine import STATIC
+from pharos.obs.access import access_log
 from pharos.obs.service import Observability
 from pharos.peer.restore import Shared
 from pharos.peer.table import PeerTable
@@ -51,6 +52,7 @@ from pharos.proxy.bodies import BYTES_PER_MB, BodyBudget
 from pharos.proxy.done import RequestDone
 from pharos.proxy.keys import KeyRing, key_table
 from pharos.proxy.listener import LimitedRunner, ListenerLimits
+from pharos.proxy.request_id import echo_request_ids
 from pharos.sched import DEFAULT_QUEUE_LIMIT, Scheduler
 from pharos.state import BackendSpec, State, StateOptions
 from pharos.usage import UsageBook
@@ -183,9 +185,10 @@ class Pharos:
         )
         self.body_budget = BodyBudget(config.limits.bodies_in_flight_mb * BYTES_PER_MB)
         self.app = web.Application(
-            middlewares=[json_errors, self.body_budget.middleware],
+            middlewares=[access_log, json_errors, self.body_budget.middleware],
             client_max_size=self.options.proxy.max_body_bytes + 1024,
         )
+        echo_request_ids(self.app)
         self.obs.add_routes(self.app)
         self.proxy.add_routes(self.app)
 

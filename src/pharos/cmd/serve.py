@@ -33,6 +33,7 @@ from pharos.discovery.local import (
     zero_config_backends,
 )
 from pharos.obs.looplag import freeze_startup_objects
+from pharos.obs.startup import startup_lines
 from pharos.peer.node import Node
 from pharos.peer.restore import restore_state_file, save_state_file, write_state_periodically
 from pharos.peer.server import PeerSetupError, running_peers
@@ -67,20 +68,33 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--log-level",
         choices=("debug", "info", "warning", "error"),
         default="info",
-        help="debug adds one line per request (never prompt text)",
+        help="debug adds each request's routing decisions (never prompt text)",
     )
+    add_access_log_argument(parser)
     # Zero-config probing targets, for tests: a fake engine on a free port.
     parser.add_argument("--discover-host", default="127.0.0.1", help=argparse.SUPPRESS)
     parser.add_argument("--discover-ports", default=None, help=argparse.SUPPRESS)
 
 
-def setup_logging(level: str) -> None:
+def add_access_log_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--no-access-log",
+        dest="access_log",
+        action="store_false",
+        help="leave out the info line per request (method, path, key, model, target, status, "
+        "TTFT, duration, request id)",
+    )
+
+
+def setup_logging(level: str, *, access_log: bool = True) -> None:
     logging.basicConfig(
         level=getattr(logging, level.upper()),
         format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
         stream=sys.stderr,
     )
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
+    if not access_log:
+        logging.getLogger("pharos.access").setLevel(logging.WARNING)
 
 
 def parse_ports(text: str) -> tuple[int, ...]:
@@ -95,7 +109,7 @@ def parse_ports(text: str) -> tuple[int, ...]:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    setup_logging(args.log_level)
+    setup_logging(args.log_level, access_log=args.access_log)
     config_path: Path | None = Path(args.config) if args.config is not None else None
     try:
         config = load_config(config_path) if config_path is not None else ZERO_CONFIG
@@ -277,7 +291,8 @@ async def _startup(pharos: Pharos, config: Config, signals: Signals, node: Node 
     if node is not None:
         await node.pull_all()
         node.start()
-    log.info("ready: %d backends", len(pharos.state.backends()))
+    for line in startup_lines(pharos.state.backends(), pharos.keys, config.policy.value):
+        log.info("%s", line)
     freeze_startup_objects()  # a full GC with a restored index took 20 ms; frozen, ~0 (issue 13)
     return True
 

@@ -263,11 +263,29 @@ def notes(report: BackendReport) -> list[str]:
             f'model "{model}" is an Ollama cloud model (remote_host in /api/tags): Pharos routes '
             "to it like a local model, and its prompts leave your network"
         )
+    found.extend(never_fit(report))
     if report.kind is Kind.OLLAMA and report.memory_bytes is None:
         found.append(
             "memory_gb: not set; Ollama does not report its total memory, so Pharos cannot tell "
             "whether a cold model fits"
         )
+    return found
+
+
+def never_fit(report: BackendReport) -> list[str]:
+    """Models larger than memory_gb: routing never loads them, so their requests wait."""
+    memory = report.memory_bytes
+    if memory is None:
+        return []
+    found: list[str] = []
+    for model, info in sorted((report.snapshot.models or {}).items()):
+        size = info.size_bytes if info.size_bytes is not None else info.vram_bytes
+        if size is not None and size > memory:
+            found.append(
+                f'model "{model}" ({_bytes(size)}) can never fit memory_gb ({_bytes(memory)}): '
+                "Pharos will not load it here, so its requests wait; raise memory_gb if the "
+                "host has the room"
+            )
     return found
 
 

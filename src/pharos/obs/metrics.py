@@ -7,13 +7,15 @@ at scrape time by a collector, so they are never stale.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+import platform
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from importlib.metadata import PackageNotFoundError, version
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from pharos.engine.types import Residency
+from pharos.obs.live import LiveGauges
 from pharos.obs.looplag import LoopLag
 from pharos.proxy.done import RequestDone
 from pharos.sched import Scheduler
@@ -69,68 +71,48 @@ UNLISTED_MODEL = "(unlisted)"
 """The model label of requests for a model no backend ever listed."""
 
 _LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+_DURATION_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 _OVERHEAD_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.1)
 
 
-class _LiveGauges(Collector):
-    def __init__(self, state: State, sched: Scheduler, now: Callable[[], float]) -> None:
-        self._state = state
-        self._sched = sched
-        self._now = now
+class _NoCreated(Collector):
+    """The registry's families without their `*_created` samples, which double the series
+    count and which no dashboard reads. prometheus_client turns them off only process-wide
+    (`disable_created_metrics`), so this filters one registry of our own instead."""
+
+    def __init__(self, inner: CollectorRegistry) -> None:
+        self._inner = inner
 
     def collect(self) -> Iterator[Metric]:
-        up = GaugeMetricFamily(
-            "pharos_backend_up",
-            "1 while the backend answers and is not ejected",
-            labels=["backend", "kind", "version"],
-        )
-        feed = GaugeMetricFamily(
-            "pharos_backend_log_feed_up",
-            "1 while the backend's log feed is connected",
-            labels=["backend"],
-        )
-        probes = GaugeMetricFamily(
-            "pharos_backend_probes_active",
-            "Probes in the backend's plan; a change after an upgrade is engine drift",
-            labels=["backend"],
-        )
-        for backend in self._state.backends():
-            up.add_metric(
-                [backend.url, backend.kind.value, backend.version or ""], 1.0 if backend.up else 0.0
-            )
-            if backend.log_feed_up is not None:
-                feed.add_metric([backend.url], 1.0 if backend.log_feed_up else 0.0)
-            probes.add_metric([backend.url], float(len(backend.active_probes)))
-        inflight = GaugeMetricFamily(
-            "pharos_target_inflight",
-            "Requests this instance has in flight on the target",
-            labels=["target"],
-        )
-        cluster = GaugeMetricFamily(
-            "pharos_target_inflight_cluster",
-            "In flight here plus what live peers reported",
-            labels=["target"],
-        )
-        unknown = GaugeMetricFamily(
-            "pharos_target_signals_unknown",
-            "How many of residency, running, waiting, capacity and KV usage are unknown now",
-            labels=["target"],
-        )
-        for view in self._state.all_targets(self._now()):
-            inflight.add_metric([view.key], float(self._sched.inflight(view.target_id)))
-            cluster.add_metric(
-                [view.key], float(self._sched.inflight_cluster(view.target_id, view.key))
-            )
-            missing = sum(
-                value is None
-                for value in (view.running, view.waiting, view.capacity, view.kv_usage)
-            ) + (view.residency is Residency.UNKNOWN)
-            unknown.add_metric([view.key], float(missing))
-        waiting = GaugeMetricFamily(
-            "pharos_queue_waiting", "Requests waiting in this instance's fair queue"
-        )
-        waiting.add_metric([], float(self._sched.waiting_count()))
-        yield from (up, feed, probes, inflight, cluster, unknown, waiting)
+        for family in self._inner.collect():
+            if family.type in ("counter", "histogram", "summary", "gaugehistogram"):
+                family.samples = [s for s in family.samples if not s.name.endswith("_created")]
+            yield family
+
+
+def build_info() -> GaugeMetricFamily:
+    info = GaugeMetricFamily(
+        "pharos_build_info",
+        "Always 1: the running Pharos and Python versions",
+        labels=["version", "python"],
+    )
+    info.add_metric([package_version(), platform.python_version()], 1.0)
+    return info
+
+
+def package_version() -> str:
+    try:
+        return version("pharos")
+    except PackageNotFoundError:
+        return "unknown"
+
+
+class _Static(Collector):
+    def __init__(self, families: Sequence[Metric]) -> None:
+        self._families = families
+
+    def collect(self) -> Iterator[Metric]:
+        yield from self._families
 
 
 class Metrics:
@@ -139,15 +121,20 @@ class Metrics:
     def __init__(self, state: State, sched: Scheduler, now: Callable[[], float]) -> None:
         self._state = state
         self.registry = CollectorRegistry(auto_describe=True)
-        r = self.registry
+        r = CollectorRegistry(auto_describe=True)  # counters and histograms, before _NoCreated
         self.requests = Counter(
             "pharos_requests",
-            "Requests by key, model and status (499: the client left first)",
-            ["key", "model", "status"],
+            "Requests by key, model, route, backend (empty: none served it) and status "
+            "(499: the client left first)",
+            ["key", "model", "route", "backend", "status"],
             registry=r,
         )
         self.tokens = Counter(
-            "pharos_tokens", "Tokens this instance metered", ["key", "model", "type"], registry=r
+            "pharos_tokens",
+            "Tokens this instance metered, by type: prompt (every prompt token, the cached ones "
+            "included), cached (the part of prompt the engine's cache served) and completion",
+            ["key", "model", "type"],
+            registry=r,
         )
         self.unmetered = Counter(
             "pharos_unmetered_requests",
@@ -158,8 +145,15 @@ class Metrics:
         self.ttft = Histogram(
             "pharos_ttft_seconds",
             "Time to the first engine byte",
-            ["model"],
+            ["model", "backend", "route"],
             buckets=_LATENCY_BUCKETS_S,
+            registry=r,
+        )
+        self.duration = Histogram(
+            "pharos_request_duration_seconds",
+            "Whole request time, from arrival to the last byte sent, by route and status",
+            ["route", "status"],
+            buckets=_DURATION_BUCKETS_S,
             registry=r,
         )
         self.overhead = Histogram(
@@ -190,7 +184,9 @@ class Metrics:
         for stage, outcomes in DECISIONS.items():
             for outcome in outcomes:
                 self.decisions.labels(stage, outcome)
-        r.register(_LiveGauges(state, sched, now))
+        self.registry.register(_NoCreated(r))
+        self.registry.register(_Static([build_info()]))
+        self.registry.register(LiveGauges(state, sched, now))
         self.loop_lag = LoopLag(r)  # started by the runtime once the loop runs
 
     def _model_label(self, model: str | None) -> str:
@@ -202,7 +198,10 @@ class Metrics:
 
     def on_done(self, done: RequestDone) -> None:
         model = self._model_label(done.model)
-        self.requests.labels(done.key, model, str(done.status)).inc()
+        status = str(done.status)
+        backend = done.backend_url or ""
+        self.requests.labels(done.key, model, done.route, backend, status).inc()
+        self.duration.labels(done.route, status).observe(done.duration_s)
         self.count_decisions(done.decisions)
         for stage, outcome in done.decisions:
             if (
@@ -214,7 +213,7 @@ class Metrics:
         if done.overhead_s is not None:
             self.overhead.observe(done.overhead_s)
         if done.ttft_s is not None:
-            self.ttft.labels(model).observe(done.ttft_s)
+            self.ttft.labels(model, backend, done.route).observe(done.ttft_s)
         if done.queue_wait_s is not None and done.backend_url is not None:
             self.queue_wait.labels(done.key).observe(done.queue_wait_s)
         if done.metered is True:

@@ -20,9 +20,11 @@ from pharos.clock import Clock
 from pharos.engine.types import Residency
 from pharos.obs.chart import Chart, daily_chart
 from pharos.obs.peers import PeerRow
+from pharos.obs.status_text import human_bytes, human_value, refusal_reason
 from pharos.proxy.done import RequestDone
 from pharos.sched import Scheduler
 from pharos.state import BackendStatus, State, TargetView
+from pharos.state.spec import ProbeStatus
 from pharos.usage import UsageBook
 
 RECENT_REQUESTS = 50
@@ -34,6 +36,7 @@ _ENV = jinja2.Environment(
     undefined=jinja2.StrictUndefined,
 )
 _ENV.filters["thousands"] = lambda n: f"{n:,}"
+_ENV.filters["bytes"] = lambda n: human_bytes(n)
 
 
 class RecentRequests:
@@ -115,6 +118,14 @@ class RecentRow:
 
 
 @dataclass(frozen=True, slots=True)
+class QueueRow:
+    key: str
+    model: str
+    since: str
+    why: str
+
+
+@dataclass(frozen=True, slots=True)
 class UsageRow:
     key: str
     requests: int
@@ -144,6 +155,8 @@ class Page:
     timezone: str
     requests_today: int
     peers: tuple[PeerRow, ...] | None = None  # None: no peer plane configured
+    queue: tuple[QueueRow, ...] = ()
+    session_key: str | None = None  # the key name of a browser session, for its logout button
 
     @property
     def backends_up(self) -> int:
@@ -164,7 +177,25 @@ def _num(value: float | None, scale: float = 1.0) -> str | None:
     return None if value is None else f"{value * scale:.3g}"
 
 
-def _backend_row(status: BackendStatus) -> BackendRow:
+def _probe_value(probe: ProbeStatus, residency_now: str | None) -> str | None:
+    """The residency row shows what routing sees now (the targets table's column), which a
+    cold dispatch or an unload updates between full rounds; the rest as last read."""
+    if probe.signal == "residency" and residency_now is not None:
+        return residency_now
+    return human_value(probe.signal, probe.value)
+
+
+def _residency_now(url: str, views: tuple[TargetView, ...]) -> str | None:
+    known = [
+        f"{view.model}={view.residency.value}"
+        for view in sorted(views, key=lambda v: v.model)
+        if view.backend_url == url and view.residency is not Residency.UNKNOWN
+    ]
+    return ", ".join(known) if known else None
+
+
+def _backend_row(status: BackendStatus, views: tuple[TargetView, ...] = ()) -> BackendRow:
+    residency_now = _residency_now(status.url, views)
     return BackendRow(
         url=status.url,
         kind=status.kind.value,
@@ -176,7 +207,10 @@ def _backend_row(status: BackendStatus) -> BackendRow:
         down_reason=status.ejected or status.down_reason,
         log_feed=status.log_feed,
         log_feed_up=status.log_feed_up,
-        probes=tuple(ProbeRow(p.name, p.signal, p.value, p.source, p.own) for p in status.probes),
+        probes=tuple(
+            ProbeRow(p.name, p.signal, _probe_value(p, residency_now), p.source, p.own)
+            for p in status.probes
+        ),
         dropped=tuple(sorted(status.dropped_probes.items())),
     )
 
@@ -206,6 +240,28 @@ def _target_row(view: TargetView, sched: Scheduler) -> TargetRow:
     )
 
 
+def _wait_reason(model: str, targets: tuple[TargetView, ...], sched: Scheduler) -> str:
+    """Why a queued request for `model` waits, from the targets routing saw."""
+    mine = [view for view in targets if view.model == model and view.up]
+    if not mine:
+        return "no backend serving the model is up"
+    if any(view.residency is Residency.LOADING for view in mine):
+        return "cold load under way"
+    sizes = [(view.size_bytes, view.memory_bytes) for view in mine]
+    if all(size is not None and memory is not None and size > memory for size, memory in sizes):
+        return "does not fit any backend's memory_gb"
+
+    def full(view: TargetView) -> bool:
+        slots = view.capacity if view.capacity is not None else view.config_capacity
+        return slots is not None and sched.inflight_cluster(view.target_id, view.key) >= slots
+
+    if not all(full(view) for view in mine) and all(
+        view.residency is Residency.COLD for view in mine
+    ):
+        return "cold: loading it would evict a busy model"
+    return "no free slot"
+
+
 def _recent_row(done: RequestDone, zone: tzinfo | None) -> RecentRow:
     return RecentRow(
         time=dt.datetime.fromtimestamp(done.finished_wall_s, zone).strftime("%H:%M:%S"),
@@ -215,7 +271,7 @@ def _recent_row(done: RequestDone, zone: tzinfo | None) -> RecentRow:
         route=done.route,
         status=done.status,
         target=done.backend_url,
-        reason=done.reason,
+        reason=refusal_reason(done),
         prompt=done.prompt_tokens,
         cached=done.cached_tokens,
         completion=done.completion_tokens,
@@ -271,12 +327,15 @@ def build_page(
     ready: bool,
     draining: bool,
     peers: tuple[PeerRow, ...] | None = None,
+    session_key: str | None = None,
 ) -> Page:
     now = clock.now()
     zone = usage.zone if usage is not None else None
-    targets = tuple(
-        _target_row(view, sched)
-        for view in sorted(state.all_targets(now), key=lambda v: (v.model, v.backend_url))
+    views = tuple(sorted(state.all_targets(now), key=lambda v: (v.model, v.backend_url)))
+    targets = tuple(_target_row(view, sched) for view in views)
+    queue = tuple(
+        QueueRow(key, model, f"{max(0.0, now - since):.1f} s", _wait_reason(model, views, sched))
+        for key, model, since in sorted(sched.queued(), key=lambda q: q[2])
     )
     usage_rows: tuple[UsageRow, ...] | None = None
     chart: Chart | None = None
@@ -290,7 +349,7 @@ def build_page(
         ready=ready,
         draining=draining,
         generated=dt.datetime.fromtimestamp(clock.time(), zone).strftime("%Y-%m-%d %H:%M:%S %Z"),
-        backends=tuple(_backend_row(status) for status in state.backends()),
+        backends=tuple(_backend_row(status, views) for status in state.backends()),
         targets=targets,
         inflight=sum(t.inflight for t in targets),
         waiting=sched.waiting_count(),
@@ -300,8 +359,14 @@ def build_page(
         timezone=str(zone) if zone is not None else "no usage book",
         requests_today=requests_today,
         peers=peers,
+        queue=queue,
+        session_key=session_key,
     )
 
 
 def render_page(page: Page) -> str:
     return _ENV.get_template("status.html").render(page=page)
+
+
+def render_login(*, version: str, problem: str | None) -> str:
+    return _ENV.get_template("login.html").render(version=version, problem=problem)

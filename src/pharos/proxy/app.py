@@ -25,6 +25,7 @@ from pharos.proxy.errors import ClientError, error_response, model_not_found
 from pharos.proxy.forward import Exchange, Forwarder
 from pharos.proxy.keys import KeyRing
 from pharos.proxy.parse import ask_for_usage, parse_request
+from pharos.proxy.request_id import request_id_of
 from pharos.proxy.upstream import Route
 from pharos.sched import Scheduler
 from pharos.state import State
@@ -236,7 +237,7 @@ class Proxy:
         record = RequestRecord(
             route=route.name,
             started_s=self.clock.now(),
-            request_id=request.headers.get("X-Request-Id"),
+            request_id=request_id_of(request),
         )
         status = 500
         self.inflight_streams += 1

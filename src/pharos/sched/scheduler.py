@@ -377,5 +377,9 @@ class Scheduler:
     def waiting_count(self) -> int:
         return len(self._queue)
 
+    def queued(self) -> list[tuple[str, str, float]]:
+        """(key, model, enqueued_at monotonic s) of every waiter, for /status's queue table."""
+        return [(w.key, w.model, w.enqueued_at) for w in self._queue.waiters()]
+
     def waiting_for(self, model: str) -> int:
         return self._queue.waiting_for(model)

@@ -38,6 +38,20 @@ def _plan_identity(plan: Plan) -> tuple[object, ...]:
     return (plan.kind, plan.version, tuple(probe.name for probe in plan.active))
 
 
+def plan_line(url: str, previous: Plan | None, plan: Plan) -> str:
+    """The info line for a first or changed plan: a background round logs changes only."""
+    version = plan.version or "unknown"
+    what = f"{plan.kind.value} {version}"
+    if previous is not None and previous.version != plan.version:
+        what += f" (was {previous.version or 'unknown'})"
+    active = ",".join(probe.name for probe in plan.active) or "none"
+    head = "new plan" if previous is not None else "plan"
+    return (
+        f"backend {url}: {what}; {head}: {len(plan.active)} probes active ({active}), "
+        f"{len(plan.dropped)} dropped"
+    )
+
+
 def _is_down(backend: BackendRuntime) -> bool:
     return backend.reachable is False or backend.ejected is not None
 
@@ -169,7 +183,10 @@ class Scraper:
             self._decide(spec.url, "resolve", "failed")
             self._round_failed(backend, f"resolve failed: {type(error).__name__}: {error}")
             return
-        same = backend.plan is not None and _plan_identity(backend.plan) == _plan_identity(plan)
+        previous = backend.plan
+        same = previous is not None and _plan_identity(previous) == _plan_identity(plan)
+        if not same:
+            log.info("%s", plan_line(spec.url, previous, plan))
         backend.plan = plan
         backend.resolved_at = now
         backend.needs_resolve = False

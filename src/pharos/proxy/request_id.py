@@ -1,0 +1,36 @@
+"""X-Request-Id: the client's, or one made here, on every response and in every log line.
+
+A client id is kept when it is 1-128 visible ASCII characters (UUIDs, trace ids); anything
+else is replaced, so a log line or a header never carries what a client smuggled in.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from aiohttp import web
+
+HEADER = "X-Request-Id"
+_STORED = web.RequestKey("pharos_request_id", str)
+_ACCEPTED = re.compile(r"[\x21-\x7e]{1,128}")
+
+
+def request_id_of(request: web.BaseRequest) -> str:
+    """The request's id, made once per request: the client's when acceptable, else a new one."""
+    stored: str | None = request.get(_STORED)
+    if stored is not None:
+        return stored
+    sent = request.headers.get(HEADER)
+    made = sent if sent is not None and _ACCEPTED.fullmatch(sent) else uuid.uuid4().hex
+    request[_STORED] = made
+    return made
+
+
+async def _echo(request: web.Request, response: web.StreamResponse) -> None:
+    response.headers[HEADER] = request_id_of(request)
+
+
+def echo_request_ids(app: web.Application) -> None:
+    """Every response the app prepares, streamed or not, errors included, carries the id."""
+    app.on_response_prepare.append(_echo)

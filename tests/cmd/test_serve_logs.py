@@ -1,0 +1,53 @@
+"""What `pharos serve` logs, as a real process: startup lines naming each backend's kind and
+version, the keys and the policy; one access line per request unless --no-access-log."""
+
+from __future__ import annotations
+
+import signal
+
+import aiohttp
+
+from pharos.fakeengine import FakeVLLM, no_sleep, serve
+from tests.cmd.serve_procs import free_port, pharos_process, poll_status
+
+
+async def served_requests(*flags: str) -> str:
+    async with serve(FakeVLLM(sleep=no_sleep)) as engine:
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        async with pharos_process(
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--discover-ports",
+            engine.rsplit(":", 1)[1],
+            *flags,
+        ) as process:
+            await process.wait_for_line("ready: 1 backends")
+            assert await poll_status(f"{base}/healthz", lambda s: s == 200) == 200
+            body = {"model": "qwen2.5-0.5b", "messages": [{"role": "user", "content": "hi"}]}
+            async with aiohttp.ClientSession() as client:
+                for _ in range(2):
+                    async with client.post(f"{base}/v1/chat/completions", json=body) as reply:
+                        assert reply.status == 200
+                        assert reply.headers["X-Request-Id"]
+            process.signal(signal.SIGTERM)
+            assert await process.wait() == 0
+            line = f"backend {engine}: vllm 0.30.0, up, 1 models"
+            assert line in process.output, process.output
+            assert "policy cost, no keys" in process.output
+    assert "Traceback" not in process.output
+    return process.output
+
+
+async def test_serve_logs_startup_and_one_access_line_per_request() -> None:
+    output = await served_requests()
+    access = [line for line in output.splitlines() if "logger=pharos.access" in line]
+    assert len(access) == 2, output
+    assert all("method=POST path=/v1/chat/completions route=chat" in line for line in access)
+    assert "scrape=ok" not in output
+
+
+async def test_no_access_log_leaves_the_lines_out() -> None:
+    output = await served_requests("--no-access-log")
+    assert "logger=pharos.access" not in output
