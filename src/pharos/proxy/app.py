@@ -19,7 +19,14 @@ from pharos.clock import Clock
 from pharos.proxy import catalog
 from pharos.proxy.auth import KeyEntry, KeyTable
 from pharos.proxy.done import RequestDone, RequestRecord, finish
-from pharos.proxy.errors import ClientError, error_response, model_not_found, too_large
+from pharos.proxy.errors import (
+    ClientError,
+    error_response_for,
+    is_anthropic_path,
+    model_not_found,
+    too_large,
+    unauthorized,
+)
 from pharos.proxy.forward import Forwarder
 from pharos.proxy.parse import ask_for_usage, parse_request
 from pharos.proxy.upstream import Route
@@ -36,6 +43,8 @@ ROUTES: dict[str, Route] = {
     "/v1/completions": Route("completions", "completion"),
     "/v1/embeddings": Route("embeddings", "embeddings"),
     "/v1/messages": Route("messages", "messages", coding_agent=True),
+    # Tokenizing only: parsed without a chain, so it never claims a slot's prefix.
+    "/v1/messages/count_tokens": Route("count_tokens", "count_tokens", coding_agent=True),
     "/v1/responses": Route("responses", "responses", coding_agent=True),
     "/api/chat": Route("ollama-chat", "chat", ollama_native=True),
     "/api/generate": Route("ollama-generate", "generate", ollama_native=True),
@@ -43,14 +52,7 @@ ROUTES: dict[str, Route] = {
     "/api/embeddings": Route("ollama-embeddings", "completion", ollama_native=True),
 }
 
-UNAUTHORIZED = ClientError(
-    401,
-    "Incorrect API key provided. Send it as `Authorization: Bearer <key>`.",
-    "invalid_request_error",
-    "invalid_api_key",
-    None,
-    ("admission", "unauthorized"),
-)
+UNAUTHORIZED = unauthorized("Authorization")
 
 PHAROS_ERROR = ClientError(
     500,
@@ -58,6 +60,15 @@ PHAROS_ERROR = ClientError(
     "server_error",
     "pharos_error",
 )
+
+
+def key_header(request: web.Request) -> str:
+    """The header a 401 speaks of: the one the client used, else its API's own."""
+    if "Authorization" in request.headers:
+        return "Authorization"
+    if "x-api-key" in request.headers or is_anthropic_path(request.path):
+        return "x-api-key"
+    return "Authorization"
 
 
 @web.middleware
@@ -77,7 +88,7 @@ async def json_errors(
             else f"{request.path} does not accept {request.method}"
         )
         err = ClientError(exc.status, message, "invalid_request_error", code)
-        response = error_response(err, ollama=request.path.startswith("/api/"))
+        response = error_response_for(err, request.path)
         if exc.status == 405 and "Allow" in exc.headers:
             response.headers["Allow"] = exc.headers["Allow"]
         return response
@@ -148,18 +159,17 @@ class Proxy:
             request.headers.get("Authorization"), request.headers.get("x-api-key")
         )
         if key is None:
-            raise UNAUTHORIZED
+            raise unauthorized(key_header(request))
         return key
 
     def _guarded(
         self, handler: Callable[[web.Request, KeyEntry], Awaitable[web.StreamResponse]]
     ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def guarded(request: web.Request) -> web.StreamResponse:
-            ollama = request.path.startswith("/api/")
             try:
                 return await handler(request, self.authenticate(request))
             except ClientError as err:
-                return error_response(err, ollama=ollama)
+                return error_response_for(err, request.path)
 
         return guarded
 
@@ -261,7 +271,7 @@ class Proxy:
             status = err.status
             if err.outcome is not None:
                 record.decide(*err.outcome)
-            return error_response(err, ollama=route.ollama_native)
+            return error_response_for(err, request.path)
         except asyncio.CancelledError:
             status = 499
             raise
@@ -269,7 +279,7 @@ class Proxy:
             log.exception("proxy error on %s", request.path)
             status = 500
             record.decide("upstream", "pharos_error")
-            return error_response(PHAROS_ERROR, ollama=route.ollama_native)
+            return error_response_for(PHAROS_ERROR, request.path)
         finally:
             self.inflight_streams -= 1
             self.on_done(finish(record, status, self.clock.now(), self.clock.time()))

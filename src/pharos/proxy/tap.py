@@ -11,7 +11,7 @@ latency in practice.
 
 from __future__ import annotations
 
-from pharos.engine.usage import Usage, decode_line, may_carry_usage, usage_of
+from pharos.engine.usage import Usage, decode_line, may_carry_usage, merge_usage, usage_of
 
 MAX_LINE_BYTES = 64 * 1024
 """Longer lines pass through unparsed (a huge one-line non-streamed reply gives no usage)."""
@@ -124,7 +124,7 @@ class StreamTap:
             return True
         usage = usage_of(reply)
         if usage is not None:
-            self._usage = usage
+            self._usage = merge_usage(self._usage, usage)
         if usage is not None and line.startswith(_DATA) and reply.get("choices") == []:
             self._drop_blank = True
             return False
@@ -138,4 +138,4 @@ class StreamTap:
             return
         usage = usage_of(reply)
         if usage is not None:
-            self._usage = usage
+            self._usage = merge_usage(self._usage, usage)
