@@ -23,12 +23,14 @@ from pharos.fakeengine.engine import (
 )
 from pharos.fakeengine.ledger import DEFAULT_LEDGER, Ledger
 from pharos.fakeengine.openai import (
+    CompletionStreamShape,
     OpenAIShapes,
     bad_request,
     chat_body,
     completion_body,
     json_response,
     stream_chat,
+    stream_completion,
 )
 from pharos.fakeengine.render import (
     Json,
@@ -41,6 +43,8 @@ from pharos.fakeengine.render import (
 )
 
 DIR = "llamacpp-v0.5.0"
+STREAMS_DIR = "llamacpp-b11312"
+"""v0.5.0's recording has no streamed completion: b11312's (recorded here) is the shape."""
 
 
 def _llama_id(rng: random.Random) -> str:
@@ -72,6 +76,7 @@ class FakeLlamaCpp(FakeEngine):
         self._metrics = template_bytes(DIR, "metrics").decode()
         self._v1_models: Json = template_json(DIR, "v1_models")
         self._refusal = template_bytes(DIR, "openai-embeddings.json")
+        self._completion_stream = CompletionStreamShape.recorded(STREAMS_DIR, _llama_id)
 
     def routes(self) -> list[web.RouteDef]:
         not_found = [web.get(path, self._not_found) for path in _recorded_404_paths()]
@@ -161,13 +166,17 @@ class FakeLlamaCpp(FakeEngine):
             created = int(self.clock.time())
             return json_response(chat_body(self.shapes, gen, name, created, self._rng))
 
-    async def _completion(self, request: web.Request) -> web.Response:
+    async def _completion(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
         if body is None:
             return bad_request("invalid JSON body")
         prompt = text_prompt(body.get("prompt"))
         name = self.model.name
         async with self.generation(self.model, prompt, max_tokens_of(body, "max_tokens")) as gen:
+            if body.get("stream") is True:
+                return await stream_completion(
+                    self, request, self._completion_stream, gen, name, True, self._rng
+                )
             await self.run(gen)
             created = int(self.clock.time())
             return json_response(completion_body(self.shapes, gen, name, created, self._rng))

@@ -26,16 +26,20 @@ from pharos.fakeengine.engine import (
 )
 from pharos.fakeengine.ledger import DEFAULT_LEDGER, Ledger
 from pharos.fakeengine.openai import (
+    CompletionStreamShape,
     OpenAIShapes,
     bad_request,
     chat_body,
     completion_body,
     json_response,
     stream_chat,
+    stream_completion,
 )
 from pharos.fakeengine.render import Json, clone, put, set_metric, template_bytes, template_json
 
 DIR = "vllm-v0.30.0"
+STREAMS_DIR = "vllm-v0.32.0"
+"""v0.30.0's recording has no streamed completion: 0.32.0's (recorded here) is the shape."""
 VERSION = "0.30.0"
 RECORDED_MODEL = "qwen2.5-0.5b"
 
@@ -62,6 +66,9 @@ class FakeVLLM(FakeEngine):
             chat_id=lambda rng: f"chatcmpl-{rng.getrandbits(64):016x}",
             completion_id=lambda rng: f"cmpl-{rng.getrandbits(64):016x}",
             fingerprint_to_finish_without_usage=True,
+        )
+        self._completion_stream = CompletionStreamShape.recorded(
+            STREAMS_DIR, lambda rng: f"cmpl-{rng.getrandbits(64):016x}"
         )
         self._metrics = template_bytes(DIR, "metrics").decode().replace(RECORDED_MODEL, model)
         self._v1_models: Json = template_json(DIR, "v1_models")
@@ -143,7 +150,7 @@ class FakeVLLM(FakeEngine):
             created = int(self.clock.time())
             return json_response(chat_body(self.shapes, gen, name, created, self._rng))
 
-    async def _completion(self, request: web.Request) -> web.Response:
+    async def _completion(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
         if body is None:
             return bad_request("invalid JSON body")
@@ -152,6 +159,10 @@ class FakeVLLM(FakeEngine):
         prompt = text_prompt(body.get("prompt"))
         name = self.model.name
         async with self.generation(self.model, prompt, max_tokens_of(body, "max_tokens")) as gen:
+            if body.get("stream") is True:
+                return await stream_completion(
+                    self, request, self._completion_stream, gen, name, wants_usage(body), self._rng
+                )
             await self.run(gen)
             created = int(self.clock.time())
             return json_response(completion_body(self.shapes, gen, name, created, self._rng))
