@@ -4,6 +4,7 @@ fake Ollama serves the older /api/embeddings the ollama SDK's `embeddings()` cal
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,10 +14,11 @@ import openai
 import pytest
 
 from pharos.fakeengine import FakeEngine, FakeLlamaCpp, FakeOllama, FakeVLLM, no_sleep, serve
-from pharos.fakeengine.captures import repo_captures_root
+from pharos.fakeengine.captures import captures_root, repo_captures_root
 from tests.fakeengine.test_replies import line_shapes
 
 ROUTES = repo_captures_root() / "routes"
+OPEN_WEBUI = captures_root() / "clients/open-webui/v0.11.4-openai"
 
 
 @pytest.fixture
@@ -91,3 +93,80 @@ async def test_the_ollama_sdk_embeddings_call_gets_a_vector(served: tuple[FakeEn
     with pytest.raises(ollama.ResponseError) as missing:
         await ollama.AsyncClient(host=url).embeddings(model="no-such", prompt="a")
     assert missing.value.status_code == 404
+
+
+def _open_webui_body(name: str) -> dict[str, Any]:
+    recorded = json.loads((OPEN_WEBUI / name).read_text())
+    body: dict[str, Any] = json.loads(recorded["body"])
+    return body
+
+
+# recorded Open WebUI side request -> the JSON key its reply must have, and that key's type
+SIDE_REQUESTS = [("002.json", "title", str), ("010.json", "follow_ups", list)]
+
+
+@pytest.mark.parametrize(("name", "key", "kind"), SIDE_REQUESTS)
+@pytest.mark.parametrize("fake_type", [FakeLlamaCpp, FakeVLLM, FakeOllama])
+async def test_open_webui_side_requests_get_short_valid_json(
+    fake_type: Any, name: str, key: str, kind: type
+) -> None:
+    fake = fake_type(sleep=no_sleep)
+    body = _open_webui_body(name)
+    body["model"] = _model(fake)
+    async with (
+        serve(fake) as url,
+        aiohttp.ClientSession() as session,
+        session.post(url + "/v1/chat/completions", json=body) as reply,
+    ):
+        answer = await reply.json()
+    content = answer["choices"][0]["message"]["content"]
+    assert isinstance(json.loads(content)[key], kind)
+    assert answer["choices"][0]["finish_reason"] == "stop"
+    # It stopped by itself: far below the 1000 tokens the title call allows (31 s before).
+    assert fake.counters.completion_tokens < 40
+    assert fake.counters.slept_s < 40 * fake.ledger.decode_s_per_token + 60
+
+
+# request extras -> JSON expected
+JSON_ASKS = [
+    ({"response_format": {"type": "json_object"}}, True),
+    ({"response_format": {"type": "text"}}, False),
+    ({}, False),
+]
+
+
+@pytest.mark.parametrize(("extra", "is_json"), JSON_ASKS)
+async def test_response_format_json_gets_json_and_plain_gets_the_recorded_words(
+    extra: dict[str, Any], is_json: bool
+) -> None:
+    fake = FakeVLLM(sleep=no_sleep)
+    body = {"model": _model(fake), "messages": [{"role": "user", "content": "hi"}], **extra}
+    async with (
+        serve(fake) as url,
+        aiohttp.ClientSession() as session,
+        session.post(url + "/v1/chat/completions", json=body) as reply,
+    ):
+        content = (await reply.json())["choices"][0]["message"]["content"]
+    if is_json:
+        assert isinstance(json.loads(content), dict)
+    else:
+        assert content == "Hello! How can I assist you today?"
+
+
+async def test_a_generous_max_tokens_still_stops_at_the_natural_end() -> None:
+    fake = FakeLlamaCpp(sleep=no_sleep)
+    async with (
+        serve(fake) as url,
+        openai.AsyncOpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as c,
+    ):
+        long = await c.chat.completions.create(
+            model=_model(fake), messages=[{"role": "user", "content": "hi"}], max_tokens=1000
+        )
+        short = await c.chat.completions.create(
+            model=_model(fake), messages=[{"role": "user", "content": "hi"}], max_tokens=3
+        )
+    assert long.choices[0].finish_reason == "stop"
+    assert long.choices[0].message.content == "Hello! How can I assist you today?"
+    assert long.usage is not None and long.usage.completion_tokens == 10  # as recorded
+    assert short.choices[0].finish_reason == "length"
+    assert short.usage is not None and short.usage.completion_tokens == 3

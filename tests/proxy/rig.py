@@ -192,6 +192,7 @@ async def rig() -> AsyncIterator[RigFactory]:
             extra_specs: Sequence[BackendSpec] = (),
             wait_up: bool = True,
             state: StateOptions = FAST_STATE,
+            config: Config | None = None,
         ) -> Rig:
             urls = [await stack.enter_async_context(serve(b.fake)) for b in backends]
             specs = [
@@ -211,7 +212,7 @@ async def rig() -> AsyncIterator[RigFactory]:
                 queue_limit=queue_limit,
                 on_done=done.append,
             )
-            pharos = Pharos(Config(), backends=[*specs, *extra_specs], options=options)
+            pharos = Pharos(config or Config(), backends=[*specs, *extra_specs], options=options)
             base = await stack.enter_async_context(running(pharos))
             client = await stack.enter_async_context(aiohttp.ClientSession())
             result = Rig(base, pharos, [b.fake for b in backends], urls, client, done)

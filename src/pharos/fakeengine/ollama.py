@@ -49,6 +49,7 @@ from pharos.fakeengine.render import (
     template_json,
     template_lines,
 )
+from pharos.fakeengine.replies import wants_json
 
 DIR = "ollama-v0.34.4"
 VERSION = "0.34.4"
@@ -194,7 +195,9 @@ class FakeOllama(FakeEngine):
         if model is None:
             return self._openai_unknown(str(body.get("model")))
         max_tokens = max_tokens_of(body, "max_completion_tokens", "max_tokens")
-        async with self.generation(model, chat_prompt(body), max_tokens) as gen:
+        async with self.generation(
+            model, chat_prompt(body), max_tokens, json_asked=wants_json(body)
+        ) as gen:
             if body.get("stream") is True:
                 return await stream_chat(
                     self, request, self.shapes, gen, model.name, wants_usage(body), self._rng
@@ -311,7 +314,9 @@ class FakeOllama(FakeEngine):
         model = self.models.get(str(body.get("model")))
         if model is None:
             return self._native_unknown(str(body.get("model")))
-        async with self.generation(model, prompt_of(body), max_tokens_of(body)) as gen:
+        async with self.generation(
+            model, prompt_of(body), max_tokens_of(body), json_asked=wants_json(body)
+        ) as gen:
             if body.get("stream") is not False:
                 return await self._native_stream(request, gen, model.name, stream_lines, text_key)
             await self.run(gen)
