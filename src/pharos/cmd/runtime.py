@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import zoneinfo
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from aiohttp import web
 from pharos.clock import Clock, SystemClock
 from pharos.cmd.wiring import backend_specs, key_entries
 from pharos.config import Config, usage_zone
+from pharos.config.credentials import upstream_headers
 from pharos.config.reload import restart_needed
 from pharos.discovery import open_log_feed
 from pharos.obs.service import Observability
@@ -28,6 +30,7 @@ from pharos.peer.statefile import StateSnapshot, TargetStatsRecord
 from pharos.prefix import PrefixEntry, PrefixIndex, Source
 from pharos.proxy.app import Flags, Proxy, ProxyOptions, json_errors
 from pharos.proxy.auth import KeyTable
+from pharos.proxy.credentials import CredentialsRef, CredentialTable, credentials_middleware
 from pharos.proxy.done import RequestDone
 from pharos.sched import DEFAULT_QUEUE_LIMIT, Scheduler
 from pharos.state import BackendSpec, State, StateOptions, StatRecord
@@ -48,15 +51,21 @@ class RuntimeOptions:
     on_done: Callable[[RequestDone], None] | None = None  # also told of each finished request
 
 
-def new_session() -> aiohttp.ClientSession:
-    """The shared upstream client: keep-alive, no compression, no timeout on bodies (§9)."""
+def new_session(credentials: CredentialsRef | None = None) -> aiohttp.ClientSession:
+    """The shared upstream client: keep-alive, no compression, no timeout on bodies (§9);
+    each backend's upstream credentials added to the requests sent to it."""
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=64, ttl_dns_cache=300)
     return aiohttp.ClientSession(
         connector=connector,
+        middlewares=() if credentials is None else (credentials_middleware(credentials),),
         auto_decompress=False,
         skip_auto_headers=("Accept-Encoding",),
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0),
     )
+
+
+def credential_table(config: Config) -> CredentialTable:
+    return CredentialTable(upstream_headers(config.backends, os.environ))
 
 
 def key_table(config: Config) -> KeyTable:
@@ -74,12 +83,15 @@ class Pharos:
         session: aiohttp.ClientSession | None = None,
         backends: Sequence[BackendSpec] | None = None,
         options: RuntimeOptions | None = None,
+        credentials: CredentialsRef | None = None,
     ) -> None:
         self.config = config
+        self.credentials = credentials if credentials is not None else CredentialsRef()
+        self.credentials.table = credential_table(config)
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.options = options if options is not None else RuntimeOptions()
         self._own_session = session is None
-        self.session = session if session is not None else new_session()
+        self.session = session if session is not None else new_session(self.credentials)
         self._backends = list(backends) if backends is not None else backend_specs(config)
         self.keys = key_table(config)
         zone = usage_zone(config.usage)
@@ -207,7 +219,9 @@ class Pharos:
         running config whole."""
         keys = key_table(new)
         backends = backend_specs(new)
+        credentials = credential_table(new)
         self.keys = keys
+        self.credentials.table = credentials
         self._backends = backends
         self.state.set_backends(self._backends)
         pending = restart_needed(self.config, new)

@@ -34,6 +34,7 @@ from pharos.cmd.runtime import Pharos, new_session
 from pharos.config import Config, ConfigError, Drain, Duration, HostPort, load_config
 from pharos.config.env import serve_defaults
 from pharos.peer.statefile import StateFileError, read_state_file_async, write_state_file_async
+from pharos.proxy.credentials import CredentialsRef
 from pharos.state import BackendSpec
 
 log = logging.getLogger("pharos")
@@ -201,12 +202,13 @@ async def serve(
 ) -> int:
     signals = Signals()
     signals.install()
-    session = new_session()
+    credentials = CredentialsRef()
+    session = new_session(credentials)
     try:
         backends = None
         if config_path is None:
             backends = await zero_config_backends(session, discover_host, discover_ports)
-        pharos = Pharos(config, session=session, backends=backends)
+        pharos = Pharos(config, session=session, backends=backends, credentials=credentials)
         return await _serve_pharos(pharos, config, config_path, listen, signals)
     finally:
         await session.close()

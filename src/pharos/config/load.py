@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 import yaml
 
+from pharos.config.credentials import credential_problems
 from pharos.config.env import expand_env
 from pharos.config.own_probes import library_probe_names
 from pharos.config.rules import check
@@ -79,6 +80,7 @@ def parse_config(
         raise ConfigError(source, [translate_validation_error(str(err))]) from None
     names = library_probe_names() if library_names is None else library_names
     config, problems = check(config, names)
+    problems += credential_problems(config.backends, os.environ if environ is None else environ)
     if problems:
         raise ConfigError(source, problems)
     return config
