@@ -4,7 +4,9 @@ fake Ollama serves the older /api/embeddings the ollama SDK's `embeddings()` cal
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -170,3 +172,29 @@ async def test_a_generous_max_tokens_still_stops_at_the_natural_end() -> None:
     assert long.usage is not None and long.usage.completion_tokens == 10  # as recorded
     assert short.choices[0].finish_reason == "length"
     assert short.usage is not None and short.usage.completion_tokens == 3
+
+
+@pytest.mark.parametrize("fake_type", [FakeOllama, FakeLlamaCpp, FakeVLLM])
+async def test_a_client_leaving_mid_stream_logs_no_traceback(
+    fake_type: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    fake = fake_type(sleep=no_sleep)
+    path = "/api/chat" if fake_type is FakeOllama else "/v1/chat/completions"
+    body = {"model": _model(fake), "messages": [{"role": "user", "content": "hi"}], "stream": True}
+    fake.hold(after_tokens=2)
+    async with serve(fake) as url:
+        async with aiohttp.ClientSession() as session:
+            reply = await session.post(url + path, json=body)
+            await reply.content.readline()  # the stream has started
+            reply.close()  # the client leaves
+        for _ in range(200):
+            if fake.running() == 0:
+                break
+            await asyncio.sleep(0)
+        fake.release()  # the fake writes on into the closed connection
+        for _ in range(200):
+            if fake.running() == 0 and fake.counters.completion_tokens >= 3:
+                break
+            await asyncio.sleep(0.005)
+    assert [r for r in caplog.records if r.exc_info or r.levelno >= logging.ERROR] == []

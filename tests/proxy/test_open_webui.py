@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pharos.fakeengine import FakeLlamaCpp, Ledger, no_sleep
+from pharos.proxy.done import RequestDone
 from tests.proxy.rig import Backend, RigFactory
 
 CAPTURES = Path(
@@ -48,6 +49,10 @@ async def test_open_webui_replays_with_prefix_affinity(rig: RigFactory) -> None:
     alias = {"qwen2.5-0.5b": MODEL}
     r = await rig(Backend(fakes[0], aliases=alias), Backend(fakes[1], aliases=alias))
     by_seq: dict[int, tuple[str | None, tuple[tuple[str, str], ...], int | None]] = {}
+
+    def served() -> list[RequestDone]:  # inference replies; /v1/models is recorded too
+        return [d for d in r.done if d.route != "models"]
+
     for request in requests:
         method, path, body = str(request["method"]), str(request["path"]), request["body"]
         headers = {
@@ -63,8 +68,8 @@ async def test_open_webui_replays_with_prefix_affinity(rig: RigFactory) -> None:
             assert [m["id"] for m in json.loads(reply)["data"]] == [MODEL]
             continue
         assert b'"model":"qwen2.5-0.5b"' in reply  # the engine's name, as a real engine sends
-        await r.until_done(len(by_seq) + 1)
-        done = r.done[len(by_seq)]
+        await r.until(lambda: len(served()) >= len(by_seq) + 1, "the reply recorded")
+        done = served()[len(by_seq)]
         assert done.model == MODEL and done.status == 200
         by_seq[int(str(request["seq"]))] = (done.backend_url, done.decisions, done.cached_tokens)
 

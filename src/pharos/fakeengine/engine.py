@@ -12,7 +12,7 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
-from aiohttp import web
+from aiohttp import ClientConnectionResetError, web
 
 from pharos.clock import Clock, SystemClock
 from pharos.fakeengine.cache import BlockCache, SlotCaches, prompt_tokens
@@ -354,6 +354,11 @@ class FakeEngine:
             self._inflight.add(transport)
         try:
             return await handler(request)
+        except (ConnectionResetError, ClientConnectionResetError) as gone:
+            # The client left mid-reply (or kill() cut it): an engine just stops writing.
+            # Re-raised as cancellation, which aiohttp ends quietly instead of logging a
+            # traceback for every dropped stream.
+            raise asyncio.CancelledError from gone
         finally:
             if transport is not None:
                 self._inflight.discard(transport)

@@ -54,6 +54,8 @@ ROUTES: dict[str, Route] = {
 
 UNAUTHORIZED = unauthorized("Authorization")
 
+_INFO_ROUTES = {"/api/tags": "ollama-tags", "/api/ps": "ollama-ps", "/api/show": "ollama-show"}
+
 PHAROS_ERROR = ClientError(
     500,
     "Pharos failed on this request; its log has the details.",
@@ -166,10 +168,31 @@ class Proxy:
         self, handler: Callable[[web.Request, KeyEntry], Awaitable[web.StreamResponse]]
     ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def guarded(request: web.Request) -> web.StreamResponse:
+            """Model lists and Ollama's info routes: a refusal is logged and counted like an
+            inference route's (Open WebUI's keyless Ollama connection showed no models and
+            no sign of why)."""
+            record = RequestRecord(
+                route=_INFO_ROUTES.get(request.path, "models"),
+                started_s=self.clock.now(),
+                request_id=request.headers.get("X-Request-Id"),
+            )
+            status = 500
             try:
-                return await handler(request, self.authenticate(request))
+                key = self.authenticate(request)
+                record.key = key.name
+                record.decide("admission", "ok")
+                response = await handler(request, key)
+                status = response.status
+                return response
             except ClientError as err:
+                status = err.status
+                if err.outcome is not None:
+                    record.decide(*err.outcome)
+                if status == 401:
+                    log.info("401 on %s %s: no valid key", request.method, request.path)
                 return error_response_for(err, request.path)
+            finally:
+                self.on_done(finish(record, status, self.clock.now(), self.clock.time()))
 
         return guarded
 
