@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -50,6 +51,8 @@ async def test_open_webui_replays_with_prefix_affinity(rig: RigFactory) -> None:
     r = await rig(Backend(fakes[0], aliases=alias), Backend(fakes[1], aliases=alias))
     by_seq: dict[int, tuple[str | None, tuple[tuple[str, str], ...], int | None]] = {}
 
+    reasons: dict[int, str] = {}
+
     def served() -> list[RequestDone]:  # inference replies; /v1/models is recorded too
         return [d for d in r.done if d.route != "models"]
 
@@ -72,6 +75,7 @@ async def test_open_webui_replays_with_prefix_affinity(rig: RigFactory) -> None:
         done = served()[len(by_seq)]
         assert done.model == MODEL and done.status == 200
         by_seq[int(str(request["seq"]))] = (done.backend_url, done.decisions, done.cached_tokens)
+        reasons[int(str(request["seq"]))] = done.reason
 
     turns = chat_turns(requests)
     assert turns == [3, 4, 7, 9]
@@ -81,5 +85,11 @@ async def test_open_webui_replays_with_prefix_affinity(rig: RigFactory) -> None:
         assert url == first_url, f"turn {seq} left the target holding the chat's prefix"
         assert ("prefix", "predicted_hit") in decisions, (seq, decisions)
         assert cached is not None and cached > 1000
+        # The prediction counts the 35 tools (24.7 KB) the engine reuses: within the spec's
+        # 1.5x of what the engine reports (it was 6 tokens against ~6,200 before issue 16).
+        found = re.search(r"([\d.]+)(k?) cached tok", reasons[seq])
+        assert found is not None, reasons[seq]
+        predicted = float(found.group(1)) * (1000 if found.group(2) else 1)
+        assert cached / 1.5 <= predicted <= cached * 1.5, (seq, predicted, cached)
     streamed = [by_seq[seq][1] for seq in turns]
     assert all(("usage", "pharos_asked") in decisions for decisions in streamed)
