@@ -150,3 +150,18 @@ async def test_openai_routes_keep_openai_errors_with_keys(rig: RigFactory) -> No
     status, reply = await r.chat(MODEL, "hi")
     assert status == 401 and reply["error"]["code"] == "invalid_api_key"
     assert "Authorization: Bearer" in reply["error"]["message"]
+
+
+async def test_a_streamed_completion_is_metered_without_the_client_asking(
+    rig: RigFactory,
+) -> None:
+    # vLLM reports usage on a streamed completion only when asked (recorded, 0.32.0).
+    r = await rig(Backend(FakeVLLM(sleep=no_sleep)))
+    body = {"model": MODEL, "prompt": "Once", "max_tokens": 4, "stream": True}
+    async with r.client.post(r.base + "/v1/completions", json=body) as reply:
+        raw = await reply.read()
+    assert b'"choices":[]' not in raw and raw.endswith(b"data: [DONE]\n\n")  # stripped again
+    await r.until_done(1)
+    (done,) = r.done
+    assert done.metered is True and done.completion_tokens == 4
+    assert ("usage", "pharos_asked") in done.decisions

@@ -271,7 +271,7 @@ class Proxy:
             self._admit(key, parsed.model, record)
             record.decide("admission", "ok")
             strip = False
-            if route.name == "chat" and parsed.stream:
+            if route.name in ("chat", "completions") and parsed.stream:
                 if parsed.asked_for_usage:
                     record.decide("usage", "client_asked")
                 else:
