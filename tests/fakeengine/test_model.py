@@ -22,7 +22,7 @@ from pharos.fakeengine import (
     no_sleep,
     serve,
 )
-from pharos.fakeengine.captures import captures_root
+from pharos.fakeengine.captures import captures_root, repo_captures_root
 from pharos.proxy.tap import StreamTap
 
 TEMPLATES = resources.files("pharos.fakeengine") / "templates"
@@ -208,7 +208,10 @@ def _shape(value: Any) -> Any:
 def test_template_matches_its_capture(row: list[str]) -> None:
     template_name, capture_name, how = row
     template = (TEMPLATES / template_name).read_bytes()
-    capture = (captures_root() / "engines" / capture_name).read_bytes()
+    if capture_name.startswith("repo:"):  # recorded here, under tests/captures
+        capture = (repo_captures_root() / capture_name.removeprefix("repo:")).read_bytes()
+    else:
+        capture = (captures_root() / "engines" / capture_name).read_bytes()
     if how.startswith("verbatim"):
         assert template == capture
     elif template_name.endswith("metrics"):

@@ -14,6 +14,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from pharos.fakeengine import FakeLlamaCpp, FakeOllama, no_sleep
+from pharos.fakeengine.ledger import Ledger
 from pharos.obs.service import request_line
 from pharos.proxy.auth import hash_key
 from pharos.proxy.done import RequestDone
@@ -228,9 +229,8 @@ async def test_inflight_and_queue_gauges_while_held(start_router: StartRouter) -
 
 
 async def test_overlong_reply_is_unmetered_everywhere(start_router: StartRouter) -> None:
-    router = await start_router(
-        [BackendSpecYaml(FakeOllama(sleep=no_sleep), "ollama")], keys=[ADMIN, USER]
-    )
+    long_replies = FakeOllama(sleep=no_sleep, ledger=Ledger(natural_stop=False))
+    router = await start_router([BackendSpecYaml(long_replies, "ollama")], keys=[ADMIN, USER])
     # A non-streamed reply on one line over 64 KiB: the tap cannot read its usage (spec §9).
     status, _, body = await router.chat(USER.secret, MODEL, max_tokens=25_000)
     assert status == 200 and len(body) > 64 * 1024

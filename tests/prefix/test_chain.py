@@ -115,7 +115,8 @@ def test_tools_change_the_first_link_and_everything_after() -> None:
     assert len(with_tools.hashes) == len(CONVERSATION)
     assert not set(plain.hashes) & set(with_tools.hashes)
     assert not set(with_tools.hashes) & set(with_other.hashes)
-    assert with_tools.cum_bytes == plain.cum_bytes  # tool schemas are not counted as cached text
+    # Tools sit in h0: every matched link matched past them, so each link counts them once.
+    assert with_tools.cum_bytes == tuple(b + len(tools) for b in plain.cum_bytes)
     assert chain_for_chat(MODEL, msgspec.Raw(tools), CONVERSATION) == with_tools
 
 
@@ -225,7 +226,7 @@ def test_hashes_are_stable_across_processes_and_builds() -> None:
         outputs.add(done.stdout)
     assert len(outputs) == 1
     chat_line, prompt_line = outputs.pop().splitlines()
-    assert chat_line == f"{list(PINNED_CHAT)} [9, 29, 31]"
+    assert chat_line == f"{list(PINNED_CHAT)} [54, 74, 76]"  # 45 bytes of tools, then text
     assert prompt_line == str(list(PINNED_PROMPT))
 
 

@@ -193,6 +193,7 @@ async def rig() -> AsyncIterator[RigFactory]:
             wait_up: bool = True,
             state: StateOptions = FAST_STATE,
             limits: Limits | None = None,
+            config: Config | None = None,
         ) -> Rig:
             urls = [await stack.enter_async_context(serve(b.fake)) for b in backends]
             specs = [
@@ -212,7 +213,8 @@ async def rig() -> AsyncIterator[RigFactory]:
                 queue_limit=queue_limit,
                 on_done=done.append,
             )
-            config = Config() if limits is None else Config(limits=limits)
+            if config is None:
+                config = Config() if limits is None else Config(limits=limits)
             pharos = Pharos(config, backends=[*specs, *extra_specs], options=options)
             base = await stack.enter_async_context(running(pharos))
             client = await stack.enter_async_context(aiohttp.ClientSession())

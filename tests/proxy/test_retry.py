@@ -99,12 +99,18 @@ async def test_with_nowhere_else_to_go_the_client_gets_the_engines_answer(
 async def test_a_404_on_a_coding_agent_route_is_retried_then_named(
     rig: RigFactory, path: str
 ) -> None:
-    r, _fakes, spies = await two_llamacpps(rig)  # llama.cpp serves neither route (404)
+    r, _fakes, spies = await two_llamacpps(rig)
+    for spy in spies:  # engines without the route (llama.cpp b11312 serves both: recorded)
+        spy.refuse_with = (404, b'{"error":{"code":404,"message":"File Not Found"}}')
     body = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
     status, reply = await r.post(path, body)
     assert status == 400
     error = reply["error"]
-    assert error["code"] == "route_not_served" and error["type"] == "invalid_request_error"
+    assert error["type"] == "invalid_request_error"
+    if path == "/v1/messages":  # Anthropic's shape
+        assert reply["type"] == "error" and "does not serve /v1/messages" in error["message"]
+    else:
+        assert error["code"] == "route_not_served"
     assert [len(spy.posted(path)) for spy in spies] == [1, 1]
     assert any(url in error["message"] for url in r.urls)
     assert all(backend_status(r, url) == (True, None) for url in r.urls)

@@ -143,5 +143,7 @@ async def test_anthropic_sdk_on_a_backend_without_messages_gets_route_not_served
             )
     assert refused.value.status_code == 400
     body = refused.value.body
-    assert isinstance(body, dict) and body["error"]["code"] == "route_not_served"
+    assert isinstance(body, dict) and body["type"] == "error"  # Anthropic's error shape
+    assert body["error"]["type"] == "invalid_request_error"
+    assert "does not serve /v1/messages" in body["error"]["message"]
     assert sdk_rig.urls[0] in body["error"]["message"]

@@ -122,6 +122,6 @@ async def test_an_alias_is_rewritten_to_the_engines_name_in_the_forwarded_body(
         "messages": [{"role": "user", "content": "hi"}],
         "temperature": 0.5,
     }
-    assert reply["model"] == "qwen2.5-0.5b"  # replies carry the engine's name (spec §4)
+    assert reply["model"] == "team-model"  # replies carry the client's name (issue 16)
     status, reply = await r.chat("qwen2.5-0.5b", "hi")
     assert status == 404 and reply["error"]["code"] == "model_not_found"

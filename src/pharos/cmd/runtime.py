@@ -28,6 +28,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import os
 import zoneinfo
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from aiohttp import web
 
 from pharos.clock import Clock, SystemClock
 from pharos.config import Config, Limits, usage_zone
+from pharos.config.credentials import upstream_headers
 from pharos.config.reload import restart_needed
 from pharos.discovery import BackendSources, backend_specs, open_log_feed
 from pharos.discovery.combine import STATIC
@@ -49,6 +51,7 @@ from pharos.prefix import PrefixIndex, Source
 from pharos.proxy.app import Flags, Proxy, ProxyOptions, json_errors
 from pharos.proxy.auth import KeyTable
 from pharos.proxy.bodies import BYTES_PER_MB, BodyBudget
+from pharos.proxy.credentials import CredentialsRef, CredentialTable, credentials_middleware
 from pharos.proxy.done import RequestDone
 from pharos.proxy.keys import KeyRing, key_table
 from pharos.proxy.listener import LimitedRunner, ListenerLimits
@@ -73,7 +76,7 @@ class RuntimeOptions:
     on_done: Callable[[RequestDone], None] | None = None  # also told of each finished request
 
 
-def upstream_session() -> aiohttp.ClientSession:
+def upstream_session(credentials: CredentialsRef | None = None) -> aiohttp.ClientSession:
     """The proxy's client: keep-alive, no compression, no timeout on bodies (§9).
 
     No cap on connections: the scheduler's leases already bound what each target gets,
@@ -82,6 +85,7 @@ def upstream_session() -> aiohttp.ClientSession:
     connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
     return aiohttp.ClientSession(
         connector=connector,
+        middlewares=_credential_middlewares(credentials),
         auto_decompress=False,
         skip_auto_headers=("Accept-Encoding",),
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0),
@@ -92,14 +96,27 @@ new_session = upstream_session
 """The old name, kept for callers outside this package."""
 
 
-def scrape_session() -> aiohttp.ClientSession:
+def scrape_session(credentials: CredentialsRef | None = None) -> aiohttp.ClientSession:
     """The scraper's own pool, so a scrape never waits behind inference traffic: sharing
     the proxy's pool, a healthy engine under 150 streams missed its 0.8 s scrape timeout
     waiting for a connection and was marked down twice in 30 s (issue 11)."""
     connector = aiohttp.TCPConnector(
         limit=0, limit_per_host=SCRAPE_CONNECTIONS_PER_HOST, ttl_dns_cache=300
     )
-    return aiohttp.ClientSession(connector=connector)
+    return aiohttp.ClientSession(
+        connector=connector, middlewares=_credential_middlewares(credentials)
+    )
+
+
+def _credential_middlewares(
+    credentials: CredentialsRef | None,
+) -> tuple[aiohttp.ClientMiddlewareType, ...]:
+    """Each backend's upstream credentials go on the requests sent to it, and only to it."""
+    return () if credentials is None else (credentials_middleware(credentials),)
+
+
+def credential_table(config: Config) -> CredentialTable:
+    return CredentialTable(upstream_headers(config.backends, os.environ))
 
 
 def listener_limits(limits: Limits) -> ListenerLimits:
@@ -117,6 +134,7 @@ class Pharos:
         session: aiohttp.ClientSession | None = None,
         backends: Sequence[BackendSpec] | None = None,
         options: RuntimeOptions | None = None,
+        credentials: CredentialsRef | None = None,
     ) -> None:
         """`session`: the proxy's upstream client (default: one of its own, closed by
         `stop`); `backends`: the static list instead of config's (zero-config, tests)."""
@@ -124,8 +142,10 @@ class Pharos:
         self.clock: Clock = clock if clock is not None else SystemClock()
         self.options = options if options is not None else RuntimeOptions()
         self._own_session = session is None
-        self.session = session if session is not None else upstream_session()
-        self.scrape_session = scrape_session()
+        self.credentials = credentials if credentials is not None else CredentialsRef()
+        self.credentials.table = credential_table(config)
+        self.session = session if session is not None else upstream_session(self.credentials)
+        self.scrape_session = scrape_session(self.credentials)
         self.keyring = KeyRing(key_table(config))
         self.usage = UsageBook(
             self.clock,
@@ -240,7 +260,9 @@ class Pharos:
         running config whole."""
         keys = key_table(new)
         backends = backend_specs(new)
+        credentials = credential_table(new)
         self.keyring.replace(keys)
+        self.credentials.table = credentials
         self.sources.set(STATIC, backends)
         pending = restart_needed(self.config, new)
         self.config = new

@@ -25,6 +25,7 @@ from aiohttp import web
 
 from pharos.cmd.runtime import Pharos, listener_limits
 from pharos.config import Config, ConfigError, Drain, Duration, HostPort, load_config
+from pharos.config.env import serve_defaults
 from pharos.config.watch import watch_config
 from pharos.discovery.local import (
     DEFAULT_PORT_NUMBERS,
@@ -67,8 +68,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--log-level",
         choices=("debug", "info", "warning", "error"),
-        default="info",
-        help="debug adds each request's routing decisions (never prompt text)",
+        default=None,
+        help="debug adds each request's routing decisions (never prompt text); default info",
     )
     add_access_log_argument(parser)
     # Zero-config probing targets, for tests: a fake engine on a free port.
@@ -109,17 +110,25 @@ def parse_ports(text: str) -> tuple[int, ...]:
 
 
 def run_serve(args: argparse.Namespace) -> int:
-    setup_logging(args.log_level, access_log=args.access_log)
-    config_path: Path | None = Path(args.config) if args.config is not None else None
+    env, env_problems = serve_defaults(os.environ)  # flags win over PHAROS_* variables
+    if env_problems:
+        sys.stderr.write("pharos serve: " + "\n".join(env_problems) + "\n")
+        return 2
+    setup_logging(args.log_level or env.log_level or "info", access_log=args.access_log)
+    config_arg = args.config if args.config is not None else env.config
+    config_path: Path | None = Path(config_arg) if config_arg is not None else None
     try:
         config = load_config(config_path) if config_path is not None else ZERO_CONFIG
     except ConfigError as err:
         sys.stderr.write(f"pharos serve: bad config, nothing started:\n{err}\n")
         return 2
+    listen_arg, listen_from = (
+        (args.listen, "--listen") if args.listen is not None else (env.listen, "PHAROS_LISTEN")
+    )
     try:
-        listen = HostPort.parse(args.listen) if args.listen is not None else config.listen
+        listen = HostPort.parse(listen_arg) if listen_arg is not None else config.listen
     except ValueError as err:
-        sys.stderr.write(f"pharos serve: --listen: {err}\n")
+        sys.stderr.write(f"pharos serve: {listen_from}: {err}\n")
         return 2
     discover_ports = DEFAULT_PORT_NUMBERS
     if args.discover_ports is not None:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import difflib
+import os
 import re
-from collections.abc import Collection, Hashable, Set
+from collections.abc import Collection, Hashable, Mapping, Set
 from pathlib import Path
 from typing import Any
 
 import msgspec
 import yaml
 
+from pharos.config.credentials import credential_problems
+from pharos.config.env import expand_env
 from pharos.config.own_probes import library_probe_names
 from pharos.config.rules import NOT_BUILT, check
 from pharos.config.schema import ENUM_CHOICES, Config, field_names
@@ -57,9 +60,11 @@ def parse_config(
     *,
     library_names: Set[str] | None = None,
     unbuilt: Collection[str] = NOT_BUILT,
+    environ: Mapping[str, str] | None = None,
 ) -> Config:
     """Parses config text. `library_names` defaults to the engine's built-in probe names;
-    `unbuilt` to every setting this version cannot honour yet (rules.NOT_BUILT)."""
+    `unbuilt` to every setting this version cannot honour yet (rules.NOT_BUILT); `${NAME}`
+    in values expands from `environ` (default: the process environment)."""
     try:
         document = yaml.load(text, Loader=_StrictLoader)  # a safe loader
     except yaml.YAMLError as err:
@@ -68,18 +73,27 @@ def parse_config(
         document = {}
     if not isinstance(document, dict):
         raise ConfigError(source, ["top level: expected a mapping of settings, like `backends:`"])
+    document, unset = expand_env(document, os.environ if environ is None else environ)
+    if unset:
+        raise ConfigError(source, unset)
     try:
         config = msgspec.convert(document, type=Config, dec_hook=decode_hook, strict=True)
     except msgspec.ValidationError as err:
         raise ConfigError(source, [translate_validation_error(str(err))]) from None
     names = library_probe_names() if library_names is None else library_names
     config, problems = check(config, names, unbuilt)
+    problems += credential_problems(config.backends, os.environ if environ is None else environ)
     if problems:
         raise ConfigError(source, problems)
     return config
 
 
-def load_config(path: str | Path, *, library_names: Set[str] | None = None) -> Config:
+def load_config(
+    path: str | Path,
+    *,
+    library_names: Set[str] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Config:
     """Reads and parses a config file; every failure is a ConfigError, never a traceback."""
     source = str(path)
     try:
@@ -88,7 +102,7 @@ def load_config(path: str | Path, *, library_names: Set[str] | None = None) -> C
         raise ConfigError(source, [f"cannot read the file: {err.strerror or err}"]) from None
     except UnicodeDecodeError:
         raise ConfigError(source, ["not UTF-8 text"]) from None
-    return parse_config(text, source, library_names=library_names)
+    return parse_config(text, source, library_names=library_names, environ=environ)
 
 
 def _yaml_problem(err: yaml.YAMLError) -> str:

@@ -57,6 +57,12 @@ class Backend(msgspec.Struct, frozen=True, forbid_unknown_fields=True, kw_only=T
     aliases: Mapping[str, str] = msgspec.field(default_factory=dict)  # engine name -> client name
     logs: str | None = None  # docker://<container> or file:///<path>
     probes: tuple[OwnProbe, ...] = ()
+    # Upstream credentials for an engine started with --api-key: sent to this backend only.
+    api_key_env: str | None = None  # an environment variable holding the key (Bearer)
+    headers: Mapping[str, str] = msgspec.field(default_factory=dict)  # use ${VAR} for secrets
+
+    def __repr__(self) -> str:
+        return f"Backend(url={self.url!r}, kind={self.kind!r})"  # headers may hold secrets
 
     @property
     def memory_bytes(self) -> int | None:

@@ -30,6 +30,20 @@ class Usage:
 
 PROMPT_TOKENS: tuple[Source, ...] = (
     (("usage", "prompt_tokens"),),
+    # Anthropic /v1/messages: input_tokens leaves the cached ones out. vLLM 0.32.0 splits the
+    # rest into cache_creation and cache_read; llama.cpp b11312 reports cache_read only.
+    (
+        ("usage", "input_tokens"),
+        ("usage", "cache_creation_input_tokens"),
+        ("usage", "cache_read_input_tokens"),
+    ),
+    (("usage", "input_tokens"), ("usage", "cache_read_input_tokens")),
+    # Its stream's message_start: llama.cpp as above; vLLM 0.32.0 the whole prompt alone.
+    (("message", "usage", "input_tokens"), ("message", "usage", "cache_read_input_tokens")),
+    (("message", "usage", "input_tokens"),),
+    # OpenAI /v1/responses (llama.cpp b11312, vLLM 0.32.0): input_tokens counts the cached too.
+    (("usage", "input_tokens"),),
+    (("response", "usage", "input_tokens"),),
     # llama.cpp: prompt_n counts only the uncached tokens, cache_n the cached ones.
     (("timings", "prompt_n"), ("timings", "cache_n")),
     # Ollama native; v0.30.0 counts only the uncached tokens here (ENGINE-FACTS).
@@ -37,11 +51,18 @@ PROMPT_TOKENS: tuple[Source, ...] = (
 )
 CACHED_TOKENS: tuple[Source, ...] = (
     (("usage", "prompt_tokens_details", "cached_tokens"),),  # OpenAI; llama.cpp from b8772
+    (("usage", "cache_read_input_tokens"),),  # /v1/messages
+    (("message", "usage", "cache_read_input_tokens"),),  # /v1/messages stream: message_start
+    (("usage", "input_tokens_details", "cached_tokens"),),  # /v1/responses
+    (("response", "usage", "input_tokens_details", "cached_tokens"),),  # its stream
     (("timings", "cache_n"),),  # llama.cpp, every build b6602 to v0.5.0
     (("prompt_eval_cached_count",),),  # Ollama native, from v0.33.3
 )
 COMPLETION_TOKENS: tuple[Source, ...] = (
     (("usage", "completion_tokens"),),
+    (("usage", "output_tokens"),),  # /v1/messages, /v1/responses; message_delta in a stream
+    (("message", "usage", "output_tokens"),),  # /v1/messages stream: message_start (0 so far)
+    (("response", "usage", "output_tokens"),),  # /v1/responses stream: response.completed
     (("timings", "predicted_n"),),
     (("eval_count",),),
 )
@@ -100,6 +121,25 @@ def usage_of(reply: Mapping[str, Any]) -> Usage | None:
     if prompt is None and cached is None and completion is None:
         return None
     return Usage(prompt, cached, completion, load_s, prefill_s)
+
+
+def merge_usage(earlier: Usage | None, later: Usage) -> Usage:
+    """A stream's usage so far: a later line's known counts win, its unknowns keep the earlier.
+
+    Anthropic streams split usage over two events (recorded): llama.cpp b11312's
+    message_start carries input and cached tokens and its message_delta only output_tokens;
+    vLLM 0.32.0's message_start the prompt alone, its message_delta every count."""
+    if earlier is None:
+        return later
+    return Usage(
+        later.prompt_tokens if later.prompt_tokens is not None else earlier.prompt_tokens,
+        later.cached_tokens if later.cached_tokens is not None else earlier.cached_tokens,
+        later.completion_tokens
+        if later.completion_tokens is not None
+        else earlier.completion_tokens,
+        later.engine_load_s if later.engine_load_s is not None else earlier.engine_load_s,
+        later.engine_prefill_s if later.engine_prefill_s is not None else earlier.engine_prefill_s,
+    )
 
 
 def _lookup(reply: Mapping[str, Any], path: Path) -> object:

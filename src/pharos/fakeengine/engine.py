@@ -12,16 +12,14 @@ import json
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 
-from aiohttp import web
+from aiohttp import ClientConnectionResetError, web
 
 from pharos.clock import Clock, SystemClock
 from pharos.fakeengine.cache import BlockCache, SlotCaches, prompt_tokens
 from pharos.fakeengine.ledger import DEFAULT_LEDGER, Ledger
+from pharos.fakeengine.replies import WORDS, reply_words
 
 Sleep = Callable[[float], Awaitable[None]]
-
-WORDS = ("Hello", "!", " How", " can", " I", " assist", " you", " today", "?")
-"""The recorded replies' tokens (streams/openai-chat.*.sse), reused as the fakes' output."""
 
 
 def scaled_sleep(speed: float = 1.0) -> Sleep:
@@ -140,14 +138,24 @@ class Generation:
     completion_tokens: int = 0
     decode_s: float = 0.0
     text: str = ""
+    words: tuple[str, ...] = WORDS
+    natural_stop: bool = True
+
+    @property
+    def stopped_by_limit(self) -> bool:
+        if self.max_tokens is None:
+            return False
+        return not self.natural_stop or self.max_tokens <= len(self.words)
 
     @property
     def finish_reason(self) -> str:
-        return "length" if self.max_tokens is not None else "stop"
+        return "length" if self.stopped_by_limit else "stop"
 
     @property
     def planned_tokens(self) -> int:
-        return self.max_tokens if self.max_tokens is not None else len(WORDS)
+        if self.max_tokens is None:
+            return len(self.words)
+        return self.max_tokens if self.stopped_by_limit else len(self.words)
 
 
 class FakeEngine:
@@ -288,7 +296,7 @@ class FakeEngine:
 
     @contextlib.asynccontextmanager
     async def generation(
-        self, model: FakeModel, prompt: bytes, max_tokens: int | None
+        self, model: FakeModel, prompt: bytes, max_tokens: int | None, *, json_asked: bool = False
     ) -> AsyncIterator[Generation]:
         """Admit one request: load if cold, queue for a slot, prefill the uncached tokens."""
         if self._killed:
@@ -308,7 +316,18 @@ class FakeEngine:
             self.counters.prompt_tokens_prefilled += uncached
             prefill_s = uncached * self.ledger.prefill_s_per_token
             await self.sleep(prefill_s)
-            yield Generation(model, total, cached, max_tokens, load_s, prefill_s, created)
+            words = reply_words(prompt, json_asked=json_asked)
+            yield Generation(
+                model,
+                total,
+                cached,
+                max_tokens,
+                load_s,
+                prefill_s,
+                created,
+                words=words,
+                natural_stop=self.ledger.natural_stop,
+            )
         finally:
             runner.release(slot)
             runner.last_used_s = self.clock.now()
@@ -322,13 +341,13 @@ class FakeEngine:
             if self._killed:
                 raise Killed("the fake engine was killed")
             await self.sleep(self.ledger.decode_s_per_token)
-            word = WORDS[index % len(WORDS)]
+            word = generation.words[index % len(generation.words)]
             generation.text += word
             generation.decode_s += self.ledger.decode_s_per_token
             generation.completion_tokens += 1
             self.counters.completion_tokens += 1
             yield word
-        if generation.max_tokens is None:
+        if not generation.stopped_by_limit:
             generation.completion_tokens += 1  # the end-of-sequence token, as recorded (10)
             self.counters.completion_tokens += 1
 
@@ -359,6 +378,11 @@ class FakeEngine:
             self._inflight.add(transport)
         try:
             return await handler(request)
+        except (ConnectionResetError, ClientConnectionResetError) as gone:
+            # The client left mid-reply (or kill() cut it): an engine just stops writing.
+            # Re-raised as cancellation, which aiohttp ends quietly instead of logging a
+            # traceback for every dropped stream.
+            raise asyncio.CancelledError from gone
         finally:
             if transport is not None:
                 self._inflight.discard(transport)

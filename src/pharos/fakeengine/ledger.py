@@ -36,6 +36,9 @@ class Ledger:
     """Assumed: Ollama's default keep-alive [U]; a model idle this long goes cold."""
     reply_tokens: int = 10
     """Captures: the recorded chat stream generated 10 tokens (9 content chunks + stop)."""
+    natural_stop: bool = True
+    """A reply ends after its words (as an engine stops at end-of-sequence) even when the
+    client allows more tokens; False: it runs to max_tokens (a deliberately long reply)."""
     embedding_dims: int = 4
     """Synthetic: the fakes' embedding vectors (the recorded all-minilm had 384)."""
 

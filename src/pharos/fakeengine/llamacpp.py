@@ -11,6 +11,7 @@ from typing import Any
 from aiohttp import web
 
 from pharos.clock import Clock
+from pharos.fakeengine.agents import AgentShapes, serve_agent_route
 from pharos.fakeengine.engine import (
     FakeEngine,
     FakeModel,
@@ -23,12 +24,14 @@ from pharos.fakeengine.engine import (
 )
 from pharos.fakeengine.ledger import DEFAULT_LEDGER, Ledger
 from pharos.fakeengine.openai import (
+    CompletionStreamShape,
     OpenAIShapes,
     bad_request,
     chat_body,
     completion_body,
     json_response,
     stream_chat,
+    stream_completion,
 )
 from pharos.fakeengine.render import (
     Json,
@@ -39,8 +42,11 @@ from pharos.fakeengine.render import (
     template_bytes,
     template_json,
 )
+from pharos.fakeengine.replies import wants_json
 
 DIR = "llamacpp-v0.5.0"
+STREAMS_DIR = "llamacpp-b11312"
+"""v0.5.0's recording has no streamed completion: b11312's (recorded here) is the shape."""
 
 
 def _llama_id(rng: random.Random) -> str:
@@ -72,6 +78,8 @@ class FakeLlamaCpp(FakeEngine):
         self._metrics = template_bytes(DIR, "metrics").decode()
         self._v1_models: Json = template_json(DIR, "v1_models")
         self._refusal = template_bytes(DIR, "openai-embeddings.json")
+        self.agent_shapes = AgentShapes(STREAMS_DIR)
+        self._completion_stream = CompletionStreamShape.recorded(STREAMS_DIR, _llama_id)
 
     def routes(self) -> list[web.RouteDef]:
         not_found = [web.get(path, self._not_found) for path in _recorded_404_paths()]
@@ -84,6 +92,9 @@ class FakeLlamaCpp(FakeEngine):
             web.get("/v1/models", self._models),
             web.post("/v1/chat/completions", self._chat),
             web.post("/v1/completions", self._completion),
+            web.post("/v1/messages", self._agent),
+            web.post("/v1/messages/count_tokens", self._agent),
+            web.post("/v1/responses", self._agent),
             web.post("/v1/embeddings", self._embeddings),
             *not_found,
         ]
@@ -152,7 +163,9 @@ class FakeLlamaCpp(FakeEngine):
             return bad_request("invalid JSON body")
         max_tokens = max_tokens_of(body, "max_completion_tokens", "max_tokens", "n_predict")
         name = self.model.name
-        async with self.generation(self.model, chat_prompt(body), max_tokens) as gen:
+        async with self.generation(
+            self.model, chat_prompt(body), max_tokens, json_asked=wants_json(body)
+        ) as gen:
             if body.get("stream") is True:
                 return await stream_chat(
                     self, request, self.shapes, gen, name, wants_usage(body), self._rng
@@ -161,13 +174,17 @@ class FakeLlamaCpp(FakeEngine):
             created = int(self.clock.time())
             return json_response(chat_body(self.shapes, gen, name, created, self._rng))
 
-    async def _completion(self, request: web.Request) -> web.Response:
+    async def _completion(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
         if body is None:
             return bad_request("invalid JSON body")
         prompt = text_prompt(body.get("prompt"))
         name = self.model.name
         async with self.generation(self.model, prompt, max_tokens_of(body, "max_tokens")) as gen:
+            if body.get("stream") is True:
+                return await stream_completion(
+                    self, request, self._completion_stream, gen, name, True, self._rng
+                )
             await self.run(gen)
             created = int(self.clock.time())
             return json_response(completion_body(self.shapes, gen, name, created, self._rng))
@@ -175,3 +192,10 @@ class FakeLlamaCpp(FakeEngine):
     async def _embeddings(self, _request: web.Request) -> web.Response:
         """The recorded refusal: a chat server started without --embeddings answers 501."""
         return web.Response(body=self._refusal, status=501, content_type="application/json")
+
+    async def _agent(self, request: web.Request) -> web.StreamResponse:
+        """/v1/messages (+ count_tokens) and /v1/responses, as b11312 recorded them."""
+        body = await read_json(request)
+        if body is None:
+            return bad_request("invalid JSON body")
+        return await serve_agent_route(self, request, self.agent_shapes, body, self.model.name)

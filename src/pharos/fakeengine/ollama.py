@@ -28,6 +28,7 @@ from pharos.fakeengine.engine import (
 )
 from pharos.fakeengine.ledger import DEFAULT_LEDGER, Ledger
 from pharos.fakeengine.openai import (
+    CompletionStreamShape,
     OpenAIShapes,
     bad_request,
     chat_body,
@@ -36,6 +37,7 @@ from pharos.fakeengine.openai import (
     fake_vector,
     json_response,
     stream_chat,
+    stream_completion,
 )
 from pharos.fakeengine.render import (
     Json,
@@ -47,6 +49,7 @@ from pharos.fakeengine.render import (
     template_json,
     template_lines,
 )
+from pharos.fakeengine.replies import wants_json
 
 DIR = "ollama-v0.34.4"
 VERSION = "0.34.4"
@@ -90,6 +93,7 @@ class FakeOllama(FakeEngine):
         self._embed: Json = template_json(DIR, "ollama-embed.json")
         self._openai_embed: Json = template_json(DIR, "openai-embeddings.json")
         self._unknown = template_bytes(DIR, "unknown-model.txt").split(b"\n")[0]
+        self._completion_stream = completion_stream_shape(self.shapes.completion)
 
     # ---- status bodies ------------------------------------------------------------------
 
@@ -107,6 +111,7 @@ class FakeOllama(FakeEngine):
             web.post("/api/chat", self._native_chat_route),
             web.post("/api/generate", self._native_generate),
             web.post("/api/embed", self._native_embed),
+            web.post("/api/embeddings", self._native_embeddings),
         ]
 
     async def _root(self, _request: web.Request) -> web.Response:
@@ -190,7 +195,9 @@ class FakeOllama(FakeEngine):
         if model is None:
             return self._openai_unknown(str(body.get("model")))
         max_tokens = max_tokens_of(body, "max_completion_tokens", "max_tokens")
-        async with self.generation(model, chat_prompt(body), max_tokens) as gen:
+        async with self.generation(
+            model, chat_prompt(body), max_tokens, json_asked=wants_json(body)
+        ) as gen:
             if body.get("stream") is True:
                 return await stream_chat(
                     self, request, self.shapes, gen, model.name, wants_usage(body), self._rng
@@ -201,7 +208,7 @@ class FakeOllama(FakeEngine):
                 chat_body(self.shapes, gen, model.name, created, self._rng), newline=True
             )
 
-    async def _openai_completion(self, request: web.Request) -> web.Response:
+    async def _openai_completion(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
         if body is None:
             return bad_request("invalid JSON body")
@@ -210,6 +217,16 @@ class FakeOllama(FakeEngine):
             return self._openai_unknown(str(body.get("model")))
         prompt = text_prompt(body.get("prompt"))
         async with self.generation(model, prompt, max_tokens_of(body, "max_tokens")) as gen:
+            if body.get("stream") is True:
+                return await stream_completion(
+                    self,
+                    request,
+                    self._completion_stream,
+                    gen,
+                    model.name,
+                    wants_usage(body),
+                    self._rng,
+                )
             await self.run(gen)
             created = int(self.clock.time())
             return json_response(
@@ -297,13 +314,27 @@ class FakeOllama(FakeEngine):
         model = self.models.get(str(body.get("model")))
         if model is None:
             return self._native_unknown(str(body.get("model")))
-        async with self.generation(model, prompt_of(body), max_tokens_of(body)) as gen:
+        async with self.generation(
+            model, prompt_of(body), max_tokens_of(body), json_asked=wants_json(body)
+        ) as gen:
             if body.get("stream") is not False:
                 return await self._native_stream(request, gen, model.name, stream_lines, text_key)
             await self.run(gen)
             final = self._native_final(final_template, gen, model.name)
             put(final, text_key, gen.text)
             return json_response(final)
+
+    async def _native_embeddings(self, request: web.Request) -> web.Response:
+        """Ollama's older /api/embeddings: one `prompt`, one `embedding` and no counts. [U] never
+        recorded; the shape is the one the ollama SDK's EmbeddingsResponse reads."""
+        body = await read_json(request)
+        if body is None:
+            return json_response({"error": "invalid JSON body"}, status=400)
+        model = self.models.get(str(body.get("model")))
+        if model is None:
+            return self._native_unknown(str(body.get("model")))
+        vectors, _gen = await self._embed_vectors(model, [text_prompt(body.get("prompt"))])
+        return json_response({"embedding": vectors[0]})
 
     async def _native_embed(self, request: web.Request) -> web.Response:
         body = await read_json(request)
@@ -325,3 +356,17 @@ class FakeOllama(FakeEngine):
 
 def _generate_prompt(body: Json) -> bytes:
     return text_prompt(body.get("system")) + text_prompt(body.get("prompt"))
+
+
+def completion_stream_shape(completion: Json) -> CompletionStreamShape:
+    """[U] Ollama's streamed /v1/completions was never recorded: its chunks are the recorded
+    non-streamed completion's shape with one token each, as Ollama's OpenAI layer builds them."""
+    token = clone(completion)
+    token.pop("usage", None)
+    token["choices"][0]["text"] = ""
+    token["choices"][0]["finish_reason"] = None
+    finish = clone(token)
+    finish["choices"][0]["finish_reason"] = "stop"
+    usage = clone(completion)
+    usage["choices"] = []
+    return CompletionStreamShape([token, finish, usage], _cmpl)

@@ -173,3 +173,63 @@ def bad_request(message: str) -> web.Response:
 def fake_vector(seed: bytes, dims: int) -> list[float]:
     rng = random.Random(seed)
     return [round(rng.uniform(-0.2, 0.2), 8) for _ in range(dims)]
+
+
+class CompletionStreamShape:
+    """One engine's recorded streamed /v1/completions: a token chunk, the chunk that carries
+    finish_reason (and, on llama.cpp, the usage every time), and vLLM's separate usage chunk
+    (`choices: []`, sent only when the client asked)."""
+
+    def __init__(self, chunks: list[Json], completion_id: IdMaker) -> None:
+        self.token = chunks[0]
+        self.finish = next(c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"])
+        self.usage = next((c for c in chunks if c.get("choices") == []), None)
+        self.finish_carries_token = bool(self.finish["choices"][0].get("text"))
+        self.completion_id = completion_id
+
+    @classmethod
+    def recorded(cls, engine_dir: str, completion_id: IdMaker) -> CompletionStreamShape:
+        return cls(template_lines(engine_dir, "openai-completion.sse"), completion_id)
+
+
+def _completion_chunk(template: Json, reply_id: str, created: int, model: str, text: str) -> Json:
+    chunk = _stamp(clone(template), reply_id, created, model)
+    put(chunk["choices"][0], "text", text)
+    return chunk
+
+
+async def stream_completion(
+    engine: FakeEngine,
+    request: web.Request,
+    shape: CompletionStreamShape,
+    gen: Generation,
+    model: str,
+    include_usage: bool,
+    rng: random.Random,
+) -> web.StreamResponse:
+    reply_id = shape.completion_id(rng)
+    created = int(engine.clock.time())
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    held: str | None = None  # vLLM sends the last token in the finish chunk: hold one back
+    async for token in engine.tokens(gen):
+        if held is not None:
+            chunk = _completion_chunk(shape.token, reply_id, created, model, held)
+            await response.write(sse(chunk))
+        held = token
+        if not shape.finish_carries_token:
+            await response.write(
+                sse(_completion_chunk(shape.token, reply_id, created, model, held))
+            )
+            held = None
+    finish = _completion_chunk(shape.finish, reply_id, created, model, held or "")
+    finish["choices"][0]["finish_reason"] = gen.finish_reason
+    fill_usage(finish, gen)  # only where the recorded finish chunk has usage (llama.cpp)
+    await response.write(sse(finish))
+    if include_usage and shape.usage is not None:
+        usage = _stamp(clone(shape.usage), reply_id, created, model)
+        fill_usage(usage, gen)
+        await response.write(sse(usage))
+    await response.write(SSE_DONE)
+    await response.write_eof()
+    return response

@@ -14,6 +14,7 @@ import random
 from aiohttp import web
 
 from pharos.clock import Clock
+from pharos.fakeengine.agents import AgentShapes, serve_agent_route
 from pharos.fakeengine.engine import (
     FakeEngine,
     FakeModel,
@@ -26,16 +27,21 @@ from pharos.fakeengine.engine import (
 )
 from pharos.fakeengine.ledger import DEFAULT_LEDGER, Ledger
 from pharos.fakeengine.openai import (
+    CompletionStreamShape,
     OpenAIShapes,
     bad_request,
     chat_body,
     completion_body,
     json_response,
     stream_chat,
+    stream_completion,
 )
 from pharos.fakeengine.render import Json, clone, put, set_metric, template_bytes, template_json
+from pharos.fakeengine.replies import wants_json
 
 DIR = "vllm-v0.30.0"
+STREAMS_DIR = "vllm-v0.32.0"
+"""v0.30.0's recording has no streamed completion: 0.32.0's (recorded here) is the shape."""
 VERSION = "0.30.0"
 RECORDED_MODEL = "qwen2.5-0.5b"
 
@@ -63,6 +69,10 @@ class FakeVLLM(FakeEngine):
             completion_id=lambda rng: f"cmpl-{rng.getrandbits(64):016x}",
             fingerprint_to_finish_without_usage=True,
         )
+        self.agent_shapes = AgentShapes(STREAMS_DIR)
+        self._completion_stream = CompletionStreamShape.recorded(
+            STREAMS_DIR, lambda rng: f"cmpl-{rng.getrandbits(64):016x}"
+        )
         self._metrics = template_bytes(DIR, "metrics").decode().replace(RECORDED_MODEL, model)
         self._v1_models: Json = template_json(DIR, "v1_models")
 
@@ -73,6 +83,9 @@ class FakeVLLM(FakeEngine):
             web.get("/v1/models", self._models),
             web.post("/v1/chat/completions", self._chat),
             web.post("/v1/completions", self._completion),
+            web.post("/v1/messages", self._agent),
+            web.post("/v1/messages/count_tokens", self._agent),
+            web.post("/v1/responses", self._agent),
         ]
         if self.serve_version:
             routes.append(web.get("/version", self._version))
@@ -134,7 +147,9 @@ class FakeVLLM(FakeEngine):
             return self._unknown(str(body.get("model")))
         max_tokens = max_tokens_of(body, "max_completion_tokens", "max_tokens")
         name = self.model.name
-        async with self.generation(self.model, chat_prompt(body), max_tokens) as gen:
+        async with self.generation(
+            self.model, chat_prompt(body), max_tokens, json_asked=wants_json(body)
+        ) as gen:
             if body.get("stream") is True:
                 return await stream_chat(
                     self, request, self.shapes, gen, name, wants_usage(body), self._rng
@@ -143,7 +158,7 @@ class FakeVLLM(FakeEngine):
             created = int(self.clock.time())
             return json_response(chat_body(self.shapes, gen, name, created, self._rng))
 
-    async def _completion(self, request: web.Request) -> web.Response:
+    async def _completion(self, request: web.Request) -> web.StreamResponse:
         body = await read_json(request)
         if body is None:
             return bad_request("invalid JSON body")
@@ -152,6 +167,19 @@ class FakeVLLM(FakeEngine):
         prompt = text_prompt(body.get("prompt"))
         name = self.model.name
         async with self.generation(self.model, prompt, max_tokens_of(body, "max_tokens")) as gen:
+            if body.get("stream") is True:
+                return await stream_completion(
+                    self, request, self._completion_stream, gen, name, wants_usage(body), self._rng
+                )
             await self.run(gen)
             created = int(self.clock.time())
             return json_response(completion_body(self.shapes, gen, name, created, self._rng))
+
+    async def _agent(self, request: web.Request) -> web.StreamResponse:
+        """/v1/messages (+ count_tokens) and /v1/responses, as 0.32.0 recorded them."""
+        body = await read_json(request)
+        if body is None:
+            return bad_request("invalid JSON body")
+        if body.get("model") != self.model.name:
+            return self._unknown(str(body.get("model")))
+        return await serve_agent_route(self, request, self.agent_shapes, body, self.model.name)

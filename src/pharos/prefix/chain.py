@@ -11,12 +11,15 @@ client escaping non-ASCII as \\uXXXX and one sending raw UTF-8 get the same
 chain. Content that is not a string (a list of parts) is hashed as the raw JSON
 bytes the client sent.
 
-`cum_bytes` counts only text the engine caches for certain: decoded string
-content, and the `text` of text parts in a list content. Roles, template
-tokens, tools and images are left out on purpose: the router judges a
-prediction wrong when the engine cached less than half of it, so the estimate
-must err low. A base64 image counted as bytes would predict ~250k tokens per MB
-and get every correct hit pruned.
+`cum_bytes` counts text the engine caches for certain: the tools (their JSON, once:
+they sit in h0, so any matched link matched past them), decoded string content, and
+the `text` of text parts in a list content. Roles, template tokens and images are
+left out on purpose: the router judges a prediction wrong when the engine cached
+less than half of it, so the estimate must err low. A base64 image counted as bytes
+would predict ~250k tokens per MB and get every correct hit pruned. Tools are prompt
+text cached with the messages (spec ledger: Open WebUI's 35 tools, 6,257 of 6,258
+tokens cached on a repeat, llama.cpp --jinja); left out, a turn the engine served
+with 6,192 of 6,210 tokens cached was predicted as 6 (issue 16).
 """
 
 from __future__ import annotations
@@ -63,6 +66,14 @@ def _field(data: bytes) -> bytes:
 def _utf8(text: str) -> bytes:
     # surrogatepass: a lone \ud800 escape must hash, not crash the request.
     return text.encode("utf-8", "surrogatepass")
+
+
+def _tools_text_bytes(tools: bytes | None) -> int:
+    """The tools' JSON length, none for `null` / `[]`: what the chat template renders."""
+    if tools is None:
+        return 0
+    stripped = tools.strip(_JSON_WHITESPACE)
+    return 0 if stripped in _NO_TOOLS else len(stripped)
 
 
 def _root(kind: bytes, model: str, tools: bytes | None) -> bytes:
@@ -161,10 +172,11 @@ def chain_for_chat(
     """
     if not messages:
         return EMPTY_CHAIN
-    previous = _root(_KIND_CHAT, model, None if tools is None else bytes(tools))
+    tools_bytes = None if tools is None else bytes(tools)
+    previous = _root(_KIND_CHAT, model, tools_bytes)
     hashes: list[int] = []
     cum_bytes: list[int] = []
-    covered = 0
+    covered = _tools_text_bytes(tools_bytes)
     sha256 = hashlib.sha256
     from_bytes = int.from_bytes
     for role, content in messages:

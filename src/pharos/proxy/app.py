@@ -21,7 +21,11 @@ from pharos.proxy import catalog
 from pharos.proxy.auth import KeyEntry
 from pharos.proxy.bodies import read_body
 from pharos.proxy.done import RequestDone, RequestRecord, finish
-from pharos.proxy.errors import ClientError, error_response, model_not_found
+from pharos.proxy.errors import (
+    ClientError,
+    error_response_for,
+    model_not_found,
+)
 from pharos.proxy.forward import Exchange, Forwarder
 from pharos.proxy.keys import KeyRing
 from pharos.proxy.parse import ask_for_usage, parse_request
@@ -40,12 +44,17 @@ ROUTES: dict[str, Route] = {
     "/v1/completions": Route("completions", "completion"),
     "/v1/embeddings": Route("embeddings", "embeddings"),
     "/v1/messages": Route("messages", "messages", coding_agent=True),
+    # Tokenizing only: parsed without a chain, so it never claims a slot's prefix.
+    "/v1/messages/count_tokens": Route("count_tokens", "count_tokens", coding_agent=True),
     "/v1/responses": Route("responses", "responses", coding_agent=True),
     "/api/chat": Route("ollama-chat", "chat", ollama_native=True),
     "/api/generate": Route("ollama-generate", "generate", ollama_native=True),
     "/api/embed": Route("ollama-embed", "embeddings", ollama_native=True),
     "/api/embeddings": Route("ollama-embeddings", "completion", ollama_native=True),
 }
+
+_INFO_ROUTES = {"/api/tags": "ollama-tags", "/api/ps": "ollama-ps", "/api/show": "ollama-show"}
+
 
 PHAROS_ERROR = ClientError(
     500,
@@ -72,7 +81,7 @@ async def json_errors(
             else f"{request.path} does not accept {request.method}"
         )
         err = ClientError(exc.status, message, "invalid_request_error", code)
-        response = error_response(err, ollama=request.path.startswith("/api/"))
+        response = error_response_for(err, request.path)
         if exc.status == 405 and "Allow" in exc.headers:
             response.headers["Allow"] = exc.headers["Allow"]
         return response
@@ -175,11 +184,31 @@ class Proxy:
         self, handler: Callable[[web.Request, KeyEntry], Awaitable[web.StreamResponse]]
     ) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
         async def guarded(request: web.Request) -> web.StreamResponse:
-            ollama = request.path.startswith("/api/")
+            """Model lists and Ollama's info routes: a refusal is logged and counted like an
+            inference route's (Open WebUI's keyless Ollama connection showed no models and
+            no sign of why)."""
+            record = RequestRecord(
+                route=_INFO_ROUTES.get(request.path, "models"),
+                started_s=self.clock.now(),
+                request_id=request.headers.get("X-Request-Id"),
+            )
+            status = 500
             try:
-                return await handler(request, self.authenticate(request))
+                key = self.authenticate(request)
+                record.key = key.name
+                record.decide("admission", "ok")
+                response = await handler(request, key)
+                status = response.status
+                return response
             except ClientError as err:
-                return error_response(err, ollama=ollama)
+                status = err.status
+                if err.outcome is not None:
+                    record.decide(*err.outcome)
+                if status == 401:
+                    log.info("401 on %s %s: no valid key", request.method, request.path)
+                return error_response_for(err, request.path)
+            finally:
+                self.on_done(finish(record, status, self.clock.now(), self.clock.time()))
 
         return guarded
 
@@ -250,7 +279,7 @@ class Proxy:
             self._admit(key, parsed.model)
             record.decide("admission", "ok")
             strip = False
-            if route.name == "chat" and parsed.stream:
+            if route.name in ("chat", "completions") and parsed.stream:
                 if parsed.asked_for_usage:
                     record.decide("usage", "client_asked")
                 else:
@@ -266,7 +295,7 @@ class Proxy:
             status = err.status
             if err.outcome is not None:
                 record.decide(*err.outcome)
-            return error_response(err, ollama=route.ollama_native)
+            return error_response_for(err, request.path)
         except asyncio.CancelledError:
             status = 499
             raise
@@ -274,7 +303,7 @@ class Proxy:
             log.exception("proxy error on %s", request.path)
             status = 500
             record.decide("upstream", "pharos_error")
-            return error_response(PHAROS_ERROR, ollama=route.ollama_native)
+            return error_response_for(PHAROS_ERROR, request.path)
         finally:
             self.inflight_streams -= 1
             self.on_done(finish(record, status, self.clock.now(), self.clock.time()))

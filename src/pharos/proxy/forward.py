@@ -25,6 +25,7 @@ from pharos.proxy.auth import KeyEntry
 from pharos.proxy.done import RequestRecord
 from pharos.proxy.errors import ClientError, model_not_found, queue_full, unavailable
 from pharos.proxy.parse import ParsedRequest, rename_model
+from pharos.proxy.rename import ReplyRename
 from pharos.proxy.tap import StreamTap
 from pharos.proxy.upstream import (
     CLIENT_LEFT,
@@ -258,7 +259,12 @@ class Forwarder:
         content_type = upstream.headers.get("Content-Type")
         if content_type is not None:
             response.headers["Content-Type"] = content_type
-        tap = StreamTap(strip_usage_chunk=ex.strip_usage_chunk and status == 200)
+        rename = (
+            None
+            if target.served_model == target.model
+            else ReplyRename(target.served_model, target.model)
+        )
+        tap = StreamTap(strip_usage_chunk=ex.strip_usage_chunk and status == 200, rename=rename)
         ttft_s: float | None = None
 
         try:

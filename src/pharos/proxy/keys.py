@@ -14,7 +14,7 @@ from aiohttp import web
 
 from pharos.config import Config
 from pharos.proxy.auth import KeyEntry, KeyTable, hash_key
-from pharos.proxy.errors import ClientError
+from pharos.proxy.errors import is_anthropic_path, unauthorized
 
 KEY_PREFIX = "pk-"
 KEY_BYTES = 32
@@ -29,16 +29,6 @@ def new_key() -> str:
 
 def key_entry_yaml(name: str, key: str) -> str:
     return f'  - name: {name}\n    sha256: "{hash_key(key)}"\n'
-
-
-UNAUTHORIZED = ClientError(
-    401,
-    "Incorrect API key provided. Send it as `Authorization: Bearer <key>`.",
-    "invalid_request_error",
-    "invalid_api_key",
-    None,
-    ("admission", "unauthorized"),
-)
 
 
 def key_entries(config: Config) -> list[KeyEntry]:
@@ -65,6 +55,15 @@ def key_table(config: Config) -> KeyTable:
     return KeyTable.from_entries(key_entries(config), metrics_public=config.metrics_public)
 
 
+def key_header(request: web.Request) -> str:
+    """The header a 401 speaks of: the one the client used, else its API's own."""
+    if "Authorization" in request.headers:
+        return "Authorization"
+    if "x-api-key" in request.headers or is_anthropic_path(request.path):
+        return "x-api-key"
+    return "Authorization"
+
+
 class KeyRing:
     """Holds the current KeyTable; `replace` swaps in a new one in one step."""
 
@@ -83,5 +82,5 @@ class KeyRing:
             request.headers.get("Authorization"), request.headers.get("x-api-key")
         )
         if key is None:
-            raise UNAUTHORIZED
+            raise unauthorized(key_header(request))
         return key

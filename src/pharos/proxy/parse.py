@@ -187,7 +187,7 @@ def _parse(body: bytes, route: str, stream_default: bool) -> ParsedRequest:
     else:  # embeddings, responses: estimate only
         text_bytes = _size(_text(decoded.input)) + _size(_text(decoded.instructions))
         chain = None
-    if tools is not None:
+    if tools is not None and chain is None:  # a chat's chain counts its tools already
         text_bytes += len(tools)
     return ParsedRequest(
         model=model,

@@ -11,7 +11,8 @@ latency in practice.
 
 from __future__ import annotations
 
-from pharos.engine.usage import Usage, decode_line, may_carry_usage, usage_of
+from pharos.engine.usage import Usage, decode_line, may_carry_usage, merge_usage, usage_of
+from pharos.proxy.rename import ReplyRename
 
 MAX_LINE_BYTES = 64 * 1024
 """Longer lines pass through unparsed (a huge one-line non-streamed reply gives no usage)."""
@@ -21,7 +22,10 @@ _DATA = b"data:"
 
 
 class StreamTap:
-    def __init__(self, *, strip_usage_chunk: bool = False) -> None:
+    def __init__(
+        self, *, strip_usage_chunk: bool = False, rename: ReplyRename | None = None
+    ) -> None:
+        self._rename = rename  # the client's model name in the bytes written (rename.py)
         self._strip = strip_usage_chunk
         self._partial = bytearray()  # the current line so far (bounded by MAX_LINE_BYTES)
         self._overlong = False  # the current line passed MAX_LINE_BYTES: never parsed
@@ -34,6 +38,11 @@ class StreamTap:
 
     def feed(self, chunk: bytes) -> bytes:
         """Returns the bytes to write to the client now."""
+        if self._rename is not None:
+            return self._rename.feed(self._feed(chunk))
+        return self._feed(chunk)
+
+    def _feed(self, chunk: bytes) -> bytes:
         if not chunk:
             return b""
         if (
@@ -52,6 +61,8 @@ class StreamTap:
     def finish(self) -> tuple[bytes, Usage | None]:
         """The bytes still held (an unterminated last line) and the last usage seen."""
         rest = bytes(self._partial) if self._strip else b""
+        if self._rename is not None:
+            rest = self._rename.feed(rest) + self._rename.finish()
         if self._partial and not self._overlong:
             self._remember(bytes(self._partial))
         self._partial.clear()
@@ -132,7 +143,7 @@ class StreamTap:
             return True
         usage = usage_of(reply)
         if usage is not None:
-            self._usage = usage
+            self._usage = merge_usage(self._usage, usage)
         if usage is not None and line.startswith(_DATA) and reply.get("choices") == []:
             self._drop_blank = True
             return False
@@ -146,4 +157,4 @@ class StreamTap:
             return
         usage = usage_of(reply)
         if usage is not None:
-            self._usage = usage
+            self._usage = merge_usage(self._usage, usage)
