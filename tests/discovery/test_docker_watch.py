@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pharos.discovery.docker import DockerDiscovery, DockerOptions
+from pharos.discovery.docker import DockerDiscovery, DockerOptions, docker_source, parse_label
 from pharos.discovery.docker_api import DockerApi, DockerError, api_version, socket_path
 from pharos.engine.types import Residency
 from pharos.state import BackendSpec
@@ -254,3 +254,56 @@ async def test_docker_restart_gives_the_backend_its_old_state_back(tmp_path: Pat
     assert (back.load_s, back.service_s) == (3.5, 1.25)
     assert h.state.generation_of(target_id) == generation  # its prefix entries still count
     assert h.engine.calls.count((SPIKE_URL, "resolve")) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "parsed"),
+    [
+        ("com.docker.compose.project=llm", ("com.docker.compose.project", "llm")),
+        ("pharos.test = a=b", ("pharos.test", "a=b")),
+        ("novalue=", None),
+        ("=value", None),
+        ("plain", None),
+    ],
+)
+def test_docker_label_arguments_are_key_value(text: str, parsed: tuple[str, str] | None) -> None:
+    if parsed is None:
+        with pytest.raises(ValueError, match="is not KEY=VALUE"):
+            parse_label(text)
+    else:
+        assert parse_label(text) == parsed
+
+
+async def test_no_socket_means_no_docker_source(tmp_path: Path) -> None:
+    missing = {"DOCKER_HOST": "tcp://10.0.0.1:2376"}
+    assert await docker_source(Published(), environ=missing) is None
+
+
+async def test_the_source_lists_once_before_it_is_returned(tmp_path: Path) -> None:
+    socket = tmp_path / "docker.sock"
+    daemon = FakeDaemon()
+    daemon.containers = captured_containers()
+    published = Published()
+    async with fake_daemon(socket, daemon):
+        source = await docker_source(
+            published,
+            extra_labels={"com.docker.compose.project": "llm"},
+            environ={"DOCKER_HOST": f"unix://{socket}"},
+        )
+        assert source is not None
+        await source.close()
+    assert published.sets == [(SPIKE_URL,)]
+    assert daemon.queries[-1] == {
+        "filters": '{"label": ["pharos.enable=true", "com.docker.compose.project=llm"]}'
+    }
+
+
+async def test_a_socket_that_does_not_answer_yet_is_still_watched(tmp_path: Path) -> None:
+    socket = tmp_path / "docker.sock"
+    published = Published()
+    source = await docker_source(
+        published, environ={"DOCKER_HOST": f"unix://{socket}"}, first_list_timeout_s=1.0
+    )
+    assert source is not None and source.specs is None
+    await source.close()
+    assert published.sets == []

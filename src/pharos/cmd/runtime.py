@@ -22,7 +22,7 @@ from pharos.clock import Clock, SystemClock
 from pharos.cmd.wiring import backend_specs, key_entries
 from pharos.config import Config, usage_zone
 from pharos.config.reload import restart_needed
-from pharos.discovery import open_log_feed
+from pharos.discovery import merge_specs, open_log_feed
 from pharos.obs.service import Observability
 from pharos.peer.statefile import StateSnapshot, TargetStatsRecord
 from pharos.prefix import PrefixEntry, PrefixIndex, Source
@@ -81,6 +81,7 @@ class Pharos:
         self._own_session = session is None
         self.session = session if session is not None else new_session()
         self._backends = list(backends) if backends is not None else backend_specs(config)
+        self._discovered: list[BackendSpec] = []  # Docker labels; combined with the static list
         self.keys = key_table(config)
         zone = usage_zone(config.usage)
         self.usage = UsageBook(
@@ -145,10 +146,15 @@ class Pharos:
         if self.obs is not None:
             self.obs.on_decision(backend, stage, outcome)
 
+    def set_discovered(self, specs: Sequence[BackendSpec]) -> None:
+        """Docker-label backends (discovery.docker); a static backend of the same URL wins."""
+        self._discovered = list(specs)
+        self.state.set_backends(merge_specs(self._backends, self._discovered))
+
     async def start(self) -> None:
         if self.keys.is_open:
             log.warning("no keys configured: every client is let in as one anonymous key")
-        self.state.set_backends(self._backends)
+        self.state.set_backends(merge_specs(self._backends, self._discovered))
         await self.state.start()
 
     async def wait_ready(self, timeout_s: float) -> bool:
@@ -209,7 +215,7 @@ class Pharos:
         backends = backend_specs(new)
         self.keys = keys
         self._backends = backends
-        self.state.set_backends(self._backends)
+        self.state.set_backends(merge_specs(self._backends, self._discovered))
         pending = restart_needed(self.config, new)
         self.config = new
         return pending

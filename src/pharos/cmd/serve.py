@@ -32,6 +32,7 @@ from pharos.cmd.discover import (
 )
 from pharos.cmd.runtime import Pharos, new_session
 from pharos.config import Config, ConfigError, Drain, Duration, HostPort, load_config
+from pharos.discovery.docker import DockerDiscovery, docker_source, parse_label
 from pharos.peer.statefile import StateFileError, read_state_file_async, write_state_file_async
 from pharos.state import BackendSpec
 
@@ -72,6 +73,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         choices=("debug", "info", "warning", "error"),
         default="info",
         help="debug adds one line per request (never prompt text)",
+    )
+    parser.add_argument(
+        "--docker-label",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="with the Docker socket, discover only containers that also carry this label "
+        "(repeatable), e.g. com.docker.compose.project=llm when several stacks share a host",
     )
     # Zero-config probing targets, for tests: a fake engine on a free port.
     parser.add_argument("--discover-host", default="127.0.0.1", help=argparse.SUPPRESS)
@@ -118,6 +127,11 @@ def run_serve(args: argparse.Namespace) -> int:
         except ValueError as err:
             sys.stderr.write(f"pharos serve: --discover-ports: {err}\n")
             return 2
+    try:
+        docker_labels = dict(parse_label(text) for text in args.docker_label)
+    except ValueError as err:
+        sys.stderr.write(f"pharos serve: --docker-label: {err}\n")
+        return 2
     _install_uvloop()
     try:
         return asyncio.run(
@@ -127,6 +141,7 @@ def run_serve(args: argparse.Namespace) -> int:
                 listen,
                 discover_host=args.discover_host,
                 discover_ports=discover_ports,
+                docker_labels=docker_labels,
             )
         )
     except KeyboardInterrupt:
@@ -189,6 +204,7 @@ async def serve(
     *,
     discover_host: str = "127.0.0.1",
     discover_ports: Sequence[int] = DEFAULT_PORT_NUMBERS,
+    docker_labels: dict[str, str] | None = None,
 ) -> int:
     signals = Signals()
     signals.install()
@@ -198,7 +214,13 @@ async def serve(
         if config_path is None:
             backends = await zero_config_backends(session, discover_host, discover_ports)
         pharos = Pharos(config, session=session, backends=backends)
-        return await _serve_pharos(pharos, config, config_path, listen, signals)
+        # Docker labels (§10): watched when there is a socket, combined with the static list.
+        docker = await docker_source(pharos.set_discovered, extra_labels=docker_labels)
+        try:
+            return await _serve_pharos(pharos, config, config_path, listen, signals, docker)
+        finally:
+            if docker is not None:
+                await docker.close()
     finally:
         await session.close()
 
@@ -209,6 +231,7 @@ async def _serve_pharos(
     config_path: Path | None,
     listen: HostPort,
     signals: Signals,
+    docker: DockerDiscovery | None = None,
 ) -> int:
     restored = asyncio.Event()
     pharos.flags.ready = lambda: restored.is_set() and pharos.state.ready
@@ -236,11 +259,13 @@ async def _serve_pharos(
     background: list[asyncio.Task[None]] = []
     try:
         await pharos.start()
+        if docker is not None:
+            background.append(asyncio.create_task(docker.run()))
         # A stop before the restore must not overwrite the state file with an empty one.
         if not signals.stop.is_set() and await _startup(pharos, config, signals):
             restored.set()
         state_path = Path(config.state_file) if config.state_file is not None else None
-        background = [
+        background += [
             asyncio.create_task(write_state_periodically(pharos, state_path)),
             asyncio.create_task(watch_config(pharos, config_path)),
         ]

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -64,6 +65,9 @@ class DockerDiscovery:
         self._left_out: dict[str, str] = {}  # container id -> reason already logged
         self._down_since_logged = False
         self._backoff_s = options.backoff_start_s
+
+    async def close(self) -> None:
+        await self._api.close()
 
     async def list_once(self) -> tuple[BackendSpec, ...]:
         """List the running labelled containers and publish their set if it changed."""
@@ -147,3 +151,49 @@ class DockerDiscovery:
                     await self.list_once()
         finally:
             response.close()
+
+
+def parse_label(text: str) -> tuple[str, str]:
+    """`com.docker.compose.project=llm` -> (key, value); ValueError naming the problem."""
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip() or not value.strip():
+        raise ValueError(f"{text!r} is not KEY=VALUE")
+    return key.strip(), value.strip()
+
+
+async def docker_source(
+    publish: PublishFn,
+    *,
+    extra_labels: Mapping[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
+    first_list_timeout_s: float = 5.0,
+) -> DockerDiscovery | None:
+    """The Docker source when there is a socket to watch (DOCKER_HOST=unix://..., or
+    /var/run/docker.sock exists), after one bounded first list, so the first backend set
+    State sees already holds the labelled engines. None (logged) when there is no socket.
+    A socket that doesn't answer yet is still watched: the daemon may be starting."""
+    env = os.environ if environ is None else environ
+    api = DockerApi.from_environment(env)
+    if api is None:
+        log.warning(
+            "docker: DOCKER_HOST=%s is not unix://; label discovery off", env.get("DOCKER_HOST")
+        )
+        return None
+    if "DOCKER_HOST" not in env and not os.path.exists(api.socket):
+        log.info("docker: no socket at %s; label discovery off", api.socket)
+        return None
+    labels = dict(ENABLE_LABELS)
+    labels.update(extra_labels or {})
+    discovery = DockerDiscovery(api, publish, DockerOptions(labels=labels))
+    try:
+        async with asyncio.timeout(first_list_timeout_s):
+            found = await discovery.list_once()
+        log.info(
+            "docker: watching %s (API %s): %d labelled backends",
+            api.socket,
+            api.version,
+            len(found),
+        )
+    except (DockerError, aiohttp.ClientError, TimeoutError) as error:
+        log.warning("docker: %s does not answer yet (%s); watching it", api.socket, error)
+    return discovery
