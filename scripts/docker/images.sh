@@ -79,6 +79,16 @@ if ! have_image "$PYTHON_IMAGE"; then
   fi
   docker import -c 'ENV PATH=/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
     -c 'ENV LANG=C.UTF-8' -c 'CMD ["python3"]' "$tar_path" "$PYTHON_IMAGE" >&2
+  # The image trusts what this host trusts: pip inside `docker build --network host` goes
+  # through the same TLS path as the host's pip (which may have its own CA bundle).
+  if [ -s /etc/ssl/certs/ca-certificates.crt ]; then
+    ctx="$(mktemp -d)"
+    cp /etc/ssl/certs/ca-certificates.crt "$ctx/"
+    printf 'FROM %s\nCOPY ca-certificates.crt /etc/ssl/certs/ca-certificates.crt\n' \
+      "$PYTHON_IMAGE" >"$ctx/Dockerfile"
+    docker build -q -t "$PYTHON_IMAGE" "$ctx" >&2
+    rm -rf "$ctx"
+  fi
   log "imported $PYTHON_IMAGE (made locally from debootstrap bookworm)"
 fi
 
