@@ -133,5 +133,4 @@ async def fake_daemon(socket: Path, daemon: FakeDaemon) -> AsyncIterator[FakeDae
     finally:
         daemon.events.put_nowait(None)
         await runner.cleanup()
-        with contextlib.suppress(FileNotFoundError):
-            socket.unlink()
+        await asyncio.to_thread(socket.unlink, missing_ok=True)

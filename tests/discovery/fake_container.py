@@ -37,10 +37,13 @@ def build(kind: str) -> FakeEngine:
     raise SystemExit(f"unknown --kind {kind}")
 
 
-async def main(kind: str, port: int, log: Path | None) -> None:
+def print_log(log: Path | None) -> None:
     if log is not None:
         sys.stderr.buffer.write(log.read_bytes())
         sys.stderr.flush()
+
+
+async def main(kind: str, port: int) -> None:
     runner = web.AppRunner(build(kind).app(), handle_signals=False, shutdown_timeout=0.1)
     await runner.setup()
     await web.TCPSite(runner, "0.0.0.0", port).start()
@@ -59,4 +62,5 @@ if __name__ == "__main__":
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--log", type=Path, default=None)
     args = parser.parse_args()
-    asyncio.run(main(args.kind, args.port, args.log))
+    print_log(args.log)
+    asyncio.run(main(args.kind, args.port))

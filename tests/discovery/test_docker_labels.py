@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from pharos.config import BYTES_PER_GB
 from pharos.discovery.docker_labels import LeftOut, backend_of_container, backends_of_containers
-from pharos.discovery.static import GIB_BYTES
 from pharos.engine.types import Kind
 from tests.discovery.docker_rig import captured_containers
 
@@ -30,7 +30,7 @@ def test_the_recorded_container_makes_an_auto_backend_with_its_log_as_feed() -> 
     spec = specs[0]
     assert spec.url == "http://172.17.0.2:11434"
     assert spec.kind is Kind.AUTO
-    assert spec.memory_bytes == 8 * GIB_BYTES
+    assert spec.memory_bytes == 8 * BYTES_PER_GB
     assert spec.capacity is None
     assert spec.log_feed == f"docker://{SPIKE_ID}"
 

@@ -32,7 +32,9 @@ SPIKE_URL = "http://172.17.0.2:11434"
 async def until(condition: Callable[[], bool], timeout_s: float = 3.0) -> None:
     """Wait for something the watcher does on its own task (bounded)."""
     async with asyncio.timeout(timeout_s):
-        while not condition():
+        while True:  # state another task or the daemon changes; bounded above
+            if condition():
+                return
             await asyncio.sleep(0.005)
 
 
@@ -274,7 +276,7 @@ def test_docker_label_arguments_are_key_value(text: str, parsed: tuple[str, str]
         assert parse_label(text) == parsed
 
 
-async def test_no_socket_means_no_docker_source(tmp_path: Path) -> None:
+async def test_no_socket_means_no_docker_source() -> None:
     missing = {"DOCKER_HOST": "tcp://10.0.0.1:2376"}
     assert await docker_source(Published(), environ=missing) is None
 

@@ -32,13 +32,9 @@ FAST = StateOptions(
 )
 
 
-@pytest.fixture(scope="module")
-def docker_ready() -> None:
-    prepare_docker()
-
-
 @pytest.fixture
-def containers(docker_ready: None) -> Iterator[Containers]:
+def containers() -> Iterator[Containers]:
+    prepare_docker()  # idempotent: ~0.3 s once dockerd runs and the images exist
     run = Containers()
     try:
         yield run
@@ -84,7 +80,9 @@ async def watching(run: Containers) -> AsyncIterator[Watched]:
 async def until(condition: Callable[[], bool], what: str, timeout_s: float = 60.0) -> None:
     try:
         async with asyncio.timeout(timeout_s):
-            while not condition():
+            while True:  # state another task or the daemon changes; bounded above
+                if condition():
+                    return
                 await asyncio.sleep(0.1)
     except TimeoutError:
         raise AssertionError(f"not within {timeout_s:.0f} s: {what}") from None

@@ -179,7 +179,7 @@ async def docker_source(
             "docker: DOCKER_HOST=%s is not unix://; label discovery off", env.get("DOCKER_HOST")
         )
         return None
-    if "DOCKER_HOST" not in env and not os.path.exists(api.socket):
+    if "DOCKER_HOST" not in env and not await asyncio.to_thread(os.path.exists, api.socket):
         log.info("docker: no socket at %s; label discovery off", api.socket)
         return None
     labels = dict(ENABLE_LABELS)

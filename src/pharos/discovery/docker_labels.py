@@ -14,11 +14,14 @@ The backend's log feed is the container's own log (docker://<id>), so a restarte
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlparse
 
-from pharos.discovery.static import static_spec
+from pharos.config import BYTES_PER_GB
+from pharos.engine.types import Kind
 from pharos.state import BackendSpec
 
 ENABLE_LABEL = "pharos.enable"
@@ -133,18 +136,35 @@ def backend_of_container(container: Mapping[str, Any]) -> BackendSpec | LeftOut:
         host = f"[{address}]" if ":" in address else address
         url = f"http://{host}:{port}"
     try:
-        memory_gb = _number(labels, "pharos.memory_gb", whole=False)
-        capacity = _number(labels, "pharos.capacity", whole=True)
-        return static_spec(
-            url,
-            kind=labels.get("pharos.kind", "auto").strip(),
-            memory_gb=memory_gb,
-            capacity=None if capacity is None else int(capacity),
-            logs=f"{DOCKER_FEED_SCHEME}{container_id}",
-            where="labels",
-        )
+        return _spec(container_id, url, labels)
     except ValueError as error:
-        return left_out(str(error).replace("labels.", "pharos."))
+        return left_out(str(error))
+
+
+def _spec(container_id: str, url: str, labels: Mapping[str, str]) -> BackendSpec:
+    """ValueError naming the label whose value makes no backend."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise ValueError(f"pharos.url: {url!r} is not an http:// or https:// URL")
+    kind_text = labels.get("pharos.kind", "auto").strip()
+    try:
+        kind = Kind(kind_text)
+    except ValueError:
+        kinds = ", ".join(k.value for k in Kind)
+        raise ValueError(f"pharos.kind: {kind_text!r} is not one of {kinds}") from None
+    memory_gb = _number(labels, "pharos.memory_gb", whole=False)
+    if memory_gb is not None and (not math.isfinite(memory_gb) or memory_gb <= 0):
+        raise ValueError(f"pharos.memory_gb: {memory_gb!r} must be a positive number")
+    capacity = _number(labels, "pharos.capacity", whole=True)
+    if capacity is not None and capacity < 1:
+        raise ValueError(f"pharos.capacity: {int(capacity)!r} must be at least 1")
+    return BackendSpec(
+        url=url.rstrip("/"),
+        kind=kind,
+        memory_bytes=None if memory_gb is None else int(memory_gb * BYTES_PER_GB),
+        capacity=None if capacity is None else int(capacity),
+        log_feed=f"{DOCKER_FEED_SCHEME}{container_id}",
+    )
 
 
 def backends_of_containers(
