@@ -50,6 +50,7 @@ class FakeDaemon:
         self.containers: list[dict[str, Any]] = []
         self.inspected: dict[str, dict[str, Any]] = {}
         self.logs: dict[str, bytes] = {}
+        self.list_reply: web.Response | None = None  # a hostile or broken daemon's answer
         self.logs_end = True  # the log stream ends after its bytes (the container stopped)
         self.requests: list[str] = []
         self.queries: list[dict[str, str]] = []
@@ -84,7 +85,7 @@ class FakeDaemon:
 
     async def _list(self, request: web.Request) -> web.Response:
         refused = self._check(request)
-        return refused or web.json_response(self.containers)
+        return refused or self.list_reply or web.json_response(self.containers)
 
     async def _inspect(self, request: web.Request) -> web.Response:
         refused = self._check(request)

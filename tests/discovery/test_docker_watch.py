@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp import web
 
 from pharos.discovery.docker import DockerDiscovery, DockerOptions, docker_source, parse_label
 from pharos.discovery.docker_api import DockerApi, DockerError, api_version, socket_path
@@ -36,6 +37,15 @@ async def until(condition: Callable[[], bool], timeout_s: float = 3.0) -> None:
             if condition():
                 return
             await asyncio.sleep(0.005)
+
+
+def list_count(daemon: FakeDaemon) -> int:
+    return daemon.requests.count(f"/v{daemon.api_version}/containers/json")
+
+
+async def until_listed_after(daemon: FakeDaemon, before: int) -> None:
+    """Wait for the list the watcher makes after an event."""
+    await until(lambda: list_count(daemon) > before)
 
 
 class Published:
@@ -135,7 +145,7 @@ async def test_the_recorded_events_each_bring_a_list(tmp_path: Path) -> None:
                 action = event.split(b'"Action":"')[1].split(b'"')[0].decode()
                 daemon.containers = captured_containers() if running_after.get(action) else []
                 daemon.events.put_nowait(event)
-                await until(lambda n=lists: daemon.requests.count("/v1.41/containers/json") > n)
+                await until_listed_after(daemon, lists)
         events_query = daemon.queries[daemon.requests.index("/v1.41/events")]
     assert events_query == {"filters": '{"label": ["pharos.enable=true"], "type": ["container"]}'}
     # published only when the set changed: empty, up at start, gone at die
@@ -201,7 +211,7 @@ async def test_a_container_left_out_is_logged_once_and_the_others_kept(
             for _ in range(3):
                 lists = daemon.requests.count("/v1.41/containers/json")
                 daemon.events.put_nowait(captured_events()[1])
-                await until(lambda n=lists: daemon.requests.count("/v1.41/containers/json") > n)
+                await until_listed_after(daemon, lists)
     assert published.sets == [(SPIKE_URL,)]
     warnings = [r.getMessage() for r in caplog.records if "makes no backend" in r.getMessage()]
     assert warnings == [
@@ -243,14 +253,14 @@ async def test_docker_restart_gives_the_backend_its_old_state_back(tmp_path: Pat
             lists = daemon.requests.count("/v1.41/containers/json")
             daemon.containers = []
             daemon.events.put_nowait(captured_events()[4])  # die
-            await until(lambda: daemon.requests.count("/v1.41/containers/json") > lists)
+            await until_listed_after(daemon, lists)
             gone = h.state.target(target_id, h.clock.now())
             assert gone is not None and gone.draining and not gone.up
 
             lists = daemon.requests.count("/v1.41/containers/json")
             daemon.containers = captured_containers()
             daemon.events.put_nowait(captured_events()[1])  # start
-            await until(lambda: daemon.requests.count("/v1.41/containers/json") > lists)
+            await until_listed_after(daemon, lists)
     back = h.state.target(target_id, h.clock.now())
     assert back is not None and not back.draining and back.up
     assert (back.load_s, back.service_s) == (3.5, 1.25)
@@ -309,3 +319,42 @@ async def test_a_socket_that_does_not_answer_yet_is_still_watched(tmp_path: Path
     assert source is not None and source.specs is None
     await source.close()
     assert published.sets == []
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        # what the daemon answers to GET /containers/json
+        web.Response(text="<html>proxy error</html>", content_type="text/html"),
+        web.json_response({"message": "server error"}, status=500),
+        web.json_response({"not": "a list"}),
+        web.json_response([1, "two", None]),  # items that aren't containers: skipped
+    ],
+)
+async def test_a_broken_list_keeps_the_last_set_and_the_watch_goes_on(
+    tmp_path: Path, reply: web.Response, caplog: pytest.LogCaptureFixture
+) -> None:
+    socket = tmp_path / "docker.sock"
+    daemon = FakeDaemon()
+    daemon.containers = captured_containers()
+    sleeps: list[float] = []
+
+    async def sleep(seconds: float) -> None:
+        sleeps.append(seconds)
+        await asyncio.sleep(0)
+
+    published = Published()
+    async with fake_daemon(socket, daemon):
+        discovery = DockerDiscovery(DockerApi(str(socket)), published, sleep=sleep)
+        async with watching(discovery):
+            await until(lambda: published.sets == [(SPIKE_URL,)])
+            daemon.list_reply = reply
+            lists = list_count(daemon)
+            daemon.events.put_nowait(captured_events()[1])
+            await until_listed_after(daemon, lists)
+            await until(lambda: sleeps != [] or len(published.sets) > 1)
+    if published.sets[1:]:  # a list of non-containers is an empty list, not an error
+        assert published.sets == [(SPIKE_URL,), ()]
+    else:
+        assert discovery.specs is not None and [s.url for s in discovery.specs] == [SPIKE_URL]
+        assert sleeps[0] == 1.0
