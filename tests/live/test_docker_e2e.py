@@ -241,6 +241,9 @@ async def test_sigterm_lets_a_stream_in_flight_finish_and_the_container_exits_0(
         running = asyncio.create_task(stream(client, stack.base, chat(OLLAMA_MODEL, 120), first))
         await asyncio.wait_for(first.wait(), 30)
         pharos = stack.container("pharos")
+        health = json.loads(docker("inspect", "-f", "{{json .State.Health}}", pharos))
+        assert health["Status"] == "healthy", health  # the image's HEALTHCHECK on /healthz
+        assert docker("inspect", "-f", "{{.Config.User}}", pharos) == "pharos"
         stopping = asyncio.create_task(asyncio.to_thread(docker, "stop", "-t", "60", pharos))
         got = await asyncio.wait_for(running, 60)
         await asyncio.wait_for(stopping, 90)
