@@ -186,7 +186,7 @@ async def test_a_lost_daemon_keeps_the_last_set_and_is_reconnected_with_backoff(
             await until(lambda: len(published.sets) == 2)
             assert published.sets[-1] == ("http://172.17.0.9:11434",)
             assert back.requests[:2] == ["/version", "/v1.52/events"]
-            lost = [r for r in caplog.records if "lost the daemon" in r.getMessage()]
+            lost = [r for r in caplog.records if "lost the watch" in r.getMessage()]
             assert len(lost) == 1  # logged once per outage, not once per retry
             assert "keeping the last 1 backends" in lost[0].getMessage()
             await until(lambda: any("answers again" in r.getMessage() for r in caplog.records))

@@ -120,7 +120,7 @@ class DockerDiscovery:
         if not self._down_since_logged:
             kept = 0 if self.specs is None else len(self.specs)
             log.warning(
-                "docker: lost the daemon at %s (%s); keeping the last %d backends, retrying",
+                "docker: lost the watch on %s (%s); keeping the last %d backends, retrying",
                 self._api.socket,
                 error,
                 kept,
