@@ -33,6 +33,8 @@ check: lint unit
 
 live: install          ## layer 4: builds/caches real engines outside the repo, then runs live tests
 	bash scripts/engines/install-all.sh
+	bash scripts/docker/install.sh >/dev/null   # dockerd + docker-compose (tests/live/test_docker*)
+	bash scripts/docker/images.sh >/dev/null    # local busybox and python:3.11-slim images
 	$(BIN)/pytest -q -m live tests/live
 	$(BIN)/pytest -q -m live tests/peer/test_procs.py  # three real serve processes with peers
 

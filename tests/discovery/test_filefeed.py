@@ -102,7 +102,7 @@ async def test_open_missing_file_raises(tmp_path: Path) -> None:
 
 async def test_unsupported_scheme_raises() -> None:
     with pytest.raises(ValueError, match="unsupported scheme"):
-        await open_log_feed("docker://ollama")
+        await open_log_feed("syslog://ollama")
 
 
 @pytest.mark.parametrize(

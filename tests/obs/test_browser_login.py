@@ -60,10 +60,12 @@ class Page:
 
     async def until(self, expression: str, what: str) -> None:
         """Poll (bounded) until the expression is true: page loads take their own time."""
-        async with asyncio.timeout(WAIT_S):
-            while not await self.js(f"Boolean({expression})"):  # noqa: ASYNC110 (the browser has no event to wait on)
-                await asyncio.sleep(STEP_S)
-        assert await self.js(f"Boolean({expression})"), what
+        try:
+            async with asyncio.timeout(WAIT_S):
+                while not await self.js(f"Boolean({expression})"):  # noqa: ASYNC110 (the browser has no event to wait on)
+                    await asyncio.sleep(STEP_S)
+        except TimeoutError:
+            raise AssertionError(f"{what}: not shown within {WAIT_S:.0f} s") from None
 
     async def cookies(self) -> list[dict[str, Any]]:
         return list((await self.call("Network.getCookies"))["cookies"])

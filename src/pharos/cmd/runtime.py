@@ -42,7 +42,7 @@ from pharos.config import Config, Limits, usage_zone
 from pharos.config.credentials import upstream_headers
 from pharos.config.reload import restart_needed
 from pharos.discovery import BackendSources, backend_specs, open_log_feed
-from pharos.discovery.combine import STATIC
+from pharos.discovery.combine import DOCKER, STATIC
 from pharos.obs.access import access_log
 from pharos.obs.service import Observability
 from pharos.peer.restore import Shared
@@ -226,6 +226,10 @@ class Pharos:
 
     def _decided(self, backend: str, stage: str, outcome: str) -> None:
         self.obs.on_decision(backend, stage, outcome)
+
+    def set_discovered(self, specs: Sequence[BackendSpec]) -> None:
+        """Docker-label backends (discovery/docker); a static backend of the same URL wins."""
+        self.sources.set(DOCKER, specs)
 
     async def start(self, *, restored: bool = True) -> None:
         """Start scraping. `restored=False` keeps /healthz at 503 until the caller has

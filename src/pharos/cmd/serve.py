@@ -27,6 +27,7 @@ from pharos.cmd.runtime import Pharos, listener_limits
 from pharos.config import Config, ConfigError, Drain, Duration, HostPort, load_config
 from pharos.config.env import serve_defaults
 from pharos.config.watch import watch_config
+from pharos.discovery.docker import DockerDiscovery, docker_source, parse_label
 from pharos.discovery.local import (
     DEFAULT_PORT_NUMBERS,
     DEFAULT_PORTS,
@@ -72,6 +73,15 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="debug adds each request's routing decisions (never prompt text); default info",
     )
     add_access_log_argument(parser)
+    parser.add_argument(
+        "--docker-label",
+        metavar="KEY=VALUE",
+        action="append",
+        default=[],
+        help="with the Docker socket, discover only containers that also carry this label "
+        "(repeatable), e.g. com.docker.compose.project=llm when several stacks share a host",
+    )
+
     # Zero-config probing targets, for tests: a fake engine on a free port.
     parser.add_argument("--discover-host", default="127.0.0.1", help=argparse.SUPPRESS)
     parser.add_argument("--discover-ports", default=None, help=argparse.SUPPRESS)
@@ -137,6 +147,11 @@ def run_serve(args: argparse.Namespace) -> int:
         except ValueError as err:
             sys.stderr.write(f"pharos serve: --discover-ports: {err}\n")
             return 2
+    try:
+        docker_labels = dict(parse_label(text) for text in args.docker_label)
+    except ValueError as err:
+        sys.stderr.write(f"pharos serve: --docker-label: {err}\n")
+        return 2
     _install_uvloop()
     try:
         return asyncio.run(
@@ -146,6 +161,7 @@ def run_serve(args: argparse.Namespace) -> int:
                 listen,
                 discover_host=args.discover_host,
                 discover_ports=discover_ports,
+                docker_labels=docker_labels,
             )
         )
     except KeyboardInterrupt:
@@ -186,6 +202,7 @@ async def serve(
     *,
     discover_host: str = "127.0.0.1",
     discover_ports: Sequence[int] = DEFAULT_PORT_NUMBERS,
+    docker_labels: dict[str, str] | None = None,
 ) -> int:
     signals = Signals()
     signals.install()
@@ -193,7 +210,13 @@ async def serve(
     if config_path is None:
         backends = await zero_config_backends(discover_host, discover_ports)
     pharos = Pharos(config, backends=backends)
-    return await _serve_pharos(pharos, config, config_path, listen, signals)
+    # Docker labels (§10): watched when there is a socket, combined with the static list.
+    docker = await docker_source(pharos.set_discovered, extra_labels=docker_labels)
+    try:
+        return await _serve_pharos(pharos, config, config_path, listen, signals, docker)
+    finally:
+        if docker is not None:
+            await docker.close()
 
 
 async def _serve_pharos(
@@ -202,6 +225,7 @@ async def _serve_pharos(
     config_path: Path | None,
     listen: HostPort,
     signals: Signals,
+    docker: DockerDiscovery | None = None,
 ) -> int:
     async with contextlib.AsyncExitStack() as peer_stack:
         node: Node | None = None
@@ -220,7 +244,7 @@ async def _serve_pharos(
                 log.error("peers not started, nothing started: %s", err)
                 await pharos.stop()
                 return 2
-        return await _serve_public(pharos, config, config_path, listen, signals, node)
+        return await _serve_public(pharos, config, config_path, listen, signals, node, docker)
 
 
 async def _serve_public(
@@ -230,6 +254,7 @@ async def _serve_public(
     listen: HostPort,
     signals: Signals,
     node: Node | None,
+    docker: DockerDiscovery | None,
 ) -> int:
     drain = config.drain  # a restart-only section: reloads don't change it
     runner = LimitedRunner(
@@ -257,11 +282,13 @@ async def _serve_public(
     background: list[asyncio.Task[None]] = []
     try:
         await pharos.start(restored=False)
+        if docker is not None:
+            background.append(asyncio.create_task(docker.run()))
         # A stop before the restore must not overwrite the state file with an empty one.
         if not signals.stop.is_set() and await _startup(pharos, config, signals, node):
             pharos.restored.set()
         state_path = Path(config.state_file) if config.state_file is not None else None
-        background = [
+        background += [
             asyncio.create_task(write_state_periodically(pharos.shared, state_path)),
             asyncio.create_task(watch_config(pharos, config_path)),
         ]

@@ -4,12 +4,19 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 
+from pharos.discovery.docker_api import DockerApi
+from pharos.discovery.docker_logs import open_docker_feed
 from pharos.discovery.filefeed import open_file_feed
 
 
-async def open_log_feed(url: str) -> AsyncIterator[bytes]:
-    """Raises ValueError for a scheme with no reader yet (docker:// is not built here yet)
-    and OSError when the feed cannot be opened; State logs either and retries with backoff."""
+async def open_log_feed(url: str, docker: DockerApi | None = None) -> AsyncIterator[bytes]:
+    """file:///path or docker://<container> (through `docker`, else DOCKER_HOST's socket).
+    Raises ValueError for another scheme and OSError when the feed cannot be opened; State
+    logs either and retries with backoff."""
     if url.startswith("file:"):
         return await open_file_feed(url)
-    raise ValueError(f"log feed {url!r}: unsupported scheme (file:///path is supported)")
+    if url.startswith("docker:"):
+        return await open_docker_feed(url, docker)
+    raise ValueError(
+        f"log feed {url!r}: unsupported scheme (file:///path and docker://container are)"
+    )

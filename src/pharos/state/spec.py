@@ -24,7 +24,7 @@ class BackendSpec:
     memory_bytes: int | None = None
     capacity: int | None = None
     aliases: Mapping[str, str] = field(default_factory=_no_aliases)  # engine name -> client name
-    log_feed: str | None = None  # "file:///path" (docker:// later)
+    log_feed: str | None = None  # "file:///path" or "docker://<container>"
     own_probes: tuple[Probe, ...] = ()
 
 

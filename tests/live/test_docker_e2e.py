@@ -1,0 +1,253 @@
+"""End to end (spec §14): the Pharos image in front of engine containers it finds by their
+labels through the mounted socket, run from the README's compose.yaml with
+deploy/docker/compose.e2e.yaml swapping in local engine images (no registry here): two fake
+Ollama 0.34.4 and the real llama-server b11312. It asserts only what needs the image and
+real containers together. The tests run in file order on one stack (SIGTERM last).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from tests.discovery.docker_live import (
+    LLAMA_SERVER_DIR,
+    REPO_ROOT,
+    SMOLLM2_GGUF,
+    docker,
+    prepare_docker,
+    wait_http,
+)
+from tests.discovery.docker_rig import CAPTURES
+
+OLLAMA_MODEL = "qwen2.5:0.5b"
+LLAMA_MODEL = "smollm2"
+PHAROS_IMAGE = "pharos:dev"
+
+
+@dataclass
+class Stack:
+    env: dict[str, str]
+    base: str  # http://<pharos container IP>:8090
+
+    def compose(self, *args: str, timeout_s: float = 120.0) -> str:
+        files = ["-f", str(REPO_ROOT / "compose.yaml")]
+        files += ["-f", str(REPO_ROOT / "deploy/docker/compose.e2e.yaml")]
+        done = subprocess.run(
+            ["docker-compose", *files, *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            check=False,
+        )
+        if done.returncode != 0:
+            raise RuntimeError(f"docker-compose {' '.join(args)}: {done.stderr.strip()[-2000:]}")
+        return done.stdout.strip()
+
+    def container(self, service: str) -> str:
+        return self.compose("ps", "-q", service)
+
+    def ip(self, service: str) -> str:
+        return docker(
+            "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
+            self.container(service),
+        ).split()[0]  # fmt: skip
+
+
+def python_root() -> str:
+    real = Path(sys.executable).resolve()
+    for root in (Path.home() / ".pyenv", Path("/opt"), Path("/usr/local")):
+        if root in real.parents:
+            return str(root)
+    return "/usr"
+
+
+@pytest.fixture(scope="module")
+def stack() -> Iterator[Stack]:
+    prepare_docker()
+    subprocess.run(
+        ["docker", "build", "--network", "host", "-q", "-t", PHAROS_IMAGE, str(REPO_ROOT)],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    run = uuid.uuid4().hex[:12]
+    env = dict(os.environ)
+    env.update(
+        COMPOSE_PROJECT_NAME=f"pharos-e2e-{run}",
+        PHAROS_TEST_RUN=run,
+        PHAROS_IMAGE=PHAROS_IMAGE,
+        PHAROS_REPO=str(REPO_ROOT),
+        PHAROS_PYTHON=sys.executable,
+        PHAROS_PY_ROOT=python_root(),
+        OLLAMA_LOG=str(CAPTURES / "engines/ollama/v0.34.4/engine.log"),
+        LLAMACPP_DIR=str(LLAMA_SERVER_DIR),
+        MODELS_DIR=str(SMOLLM2_GGUF.parent),
+        LLAMACPP_MODEL=SMOLLM2_GGUF.name,
+        DOCKER_GID=str(os.stat("/var/run/docker.sock").st_gid),
+        PHAROS_PUBLISH="127.0.0.1::8090",
+    )
+    pending = Stack(env, "")
+    try:
+        pending.compose("up", "-d", "--no-build")
+        pending.base = f"http://{pending.ip('pharos')}:8090"
+        wait_http(f"{pending.base}/healthz", timeout_s=60)
+        yield pending
+    finally:
+        pending.compose("down", "-v", "--timeout", "2")
+
+
+async def metrics(stack: Stack) -> str:
+    async with aiohttp.ClientSession() as client, client.get(f"{stack.base}/metrics") as reply:
+        return await reply.text()
+
+
+def samples(text: str, name: str) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith(name + "{"):
+            labels, _, value = line.rpartition(" ")
+            found[labels[len(name) :]] = float(value)
+    return found
+
+
+async def until_metrics(stack: Stack, check: object, what: str, timeout_s: float = 90.0) -> str:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        text = await metrics(stack)
+        if callable(check) and check(text):
+            return text
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s:.0f} s: {what}")
+        await asyncio.sleep(0.5)
+
+
+def kinds_up(text: str) -> list[str]:
+    ups = samples(text, "pharos_backend_up")
+    return sorted(
+        m[1] for key, v in ups.items() if v == 1.0 if (m := re.search(r'kind="(\w+)"', key))
+    )
+
+
+def chat(model: str, max_tokens: int) -> dict[str, object]:
+    return {
+        "model": model,
+        "stream": True,
+        "max_tokens": max_tokens,
+        "messages": [{"role": "user", "content": f"Count to ten. ({uuid.uuid4().hex})"}],
+    }
+
+
+@dataclass
+class Streamed:
+    status: int
+    events: list[bytes]
+    complete: bool  # ended with data: [DONE] and a clean end of body
+    error: str | None
+
+
+async def stream(
+    client: aiohttp.ClientSession, base: str, body: dict[str, object], first: asyncio.Event | None
+) -> Streamed:
+    events: list[bytes] = []
+    try:
+        async with client.post(f"{base}/v1/chat/completions", json=body) as reply:
+            async for line in reply.content:
+                if line.startswith(b"data: "):
+                    events.append(line.strip())
+                    if first is not None:
+                        first.set()
+            return Streamed(reply.status, events, events[-1:] == [b"data: [DONE]"], None)
+    except aiohttp.ClientError as error:
+        return Streamed(0, events, False, type(error).__name__)
+
+
+def usage_chunks(events: list[bytes]) -> list[bytes]:
+    return [e for e in events if e != b"data: [DONE]" and json.loads(e[6:]).get("choices") == []]
+
+
+async def test_every_labelled_engine_is_found_with_its_kind(stack: Stack) -> None:
+    """Two Ollama (kind auto, exposed port 11434) and llama-server through pharos.port."""
+    text = await until_metrics(
+        stack, lambda t: kinds_up(t) == ["llamacpp", "ollama", "ollama"], "3 engines up"
+    )
+    feeds = samples(text, "pharos_backend_log_feed_up")  # Ollama's recipe has a log probe
+    assert sorted(feeds.values()) == [1.0, 1.0], feeds
+
+
+async def test_a_stream_arrives_whole_without_the_usage_chunk_and_is_metered(
+    stack: Stack,
+) -> None:
+    async with aiohttp.ClientSession() as client:
+        for model in (OLLAMA_MODEL, LLAMA_MODEL):
+            got = await stream(client, stack.base, chat(model, 12), None)
+            assert got.status == 200 and got.complete, (model, got)
+            assert usage_chunks(got.events) == [], model  # Pharos asked for it, then dropped it
+            last = json.loads(got.events[-2][6:])
+            assert last["choices"][0]["finish_reason"] in ("stop", "length"), model
+    text = await metrics(stack)
+    tokens = samples(text, "pharos_tokens_total")
+    for model in (OLLAMA_MODEL, LLAMA_MODEL):
+        metered = [v for k, v in tokens.items() if f'model="{model}"' in k]
+        assert metered and sum(metered) > 0, (model, tokens)
+    assert not any(v > 0 for v in samples(text, "pharos_unmetered_requests_total").values())
+
+
+async def test_an_engine_killed_mid_stream_cuts_only_that_stream(stack: Stack) -> None:
+    """Kill the Ollama serving a long stream: that stream is cut (never a clean end), a
+    stream on llama-server beside it completes, and the next request goes to the other
+    Ollama."""
+    async with aiohttp.ClientSession() as client:
+        other_first = asyncio.Event()
+        other = asyncio.create_task(stream(client, stack.base, chat(LLAMA_MODEL, 150), other_first))
+        await asyncio.wait_for(other_first.wait(), 60)
+        first = asyncio.Event()
+        victim = asyncio.create_task(stream(client, stack.base, chat(OLLAMA_MODEL, 400), first))
+        await asyncio.wait_for(first.wait(), 30)
+        inflight = samples(await metrics(stack), "pharos_target_inflight")
+        busy = [key for key, value in inflight.items() if value >= 1 and OLLAMA_MODEL in key]
+        assert len(busy) == 1, inflight
+        ips = {stack.ip(s): s for s in ("ollama-a", "ollama-b")}
+        serving = next(ips[ip] for ip in ips if f"//{ip}:" in busy[0])
+        docker("kill", stack.container(serving))
+        cut, beside = await asyncio.wait_for(asyncio.gather(victim, other), 120)
+        assert not cut.complete, cut  # an incomplete read, not a truncated reply passed off
+        assert beside.status == 200 and beside.complete, beside
+        survivor = next(s for s in ips.values() if s != serving)
+        after = await stream(client, stack.base, chat(OLLAMA_MODEL, 5), None)
+        assert after.status == 200 and after.complete, after
+    inflight = samples(await metrics(stack), "pharos_target_inflight")
+    assert all(value == 0 for value in inflight.values()), inflight  # the lease was released
+    assert stack.container(survivor)
+
+
+async def test_sigterm_lets_a_stream_in_flight_finish_and_the_container_exits_0(
+    stack: Stack,
+) -> None:
+    async with aiohttp.ClientSession() as client:
+        first = asyncio.Event()
+        running = asyncio.create_task(stream(client, stack.base, chat(OLLAMA_MODEL, 120), first))
+        await asyncio.wait_for(first.wait(), 30)
+        pharos = stack.container("pharos")
+        health = json.loads(docker("inspect", "-f", "{{json .State.Health}}", pharos))
+        assert health["Status"] == "healthy", health  # the image's HEALTHCHECK on /healthz
+        assert docker("inspect", "-f", "{{.Config.User}}", pharos) == "pharos"
+        stopping = asyncio.create_task(asyncio.to_thread(docker, "stop", "-t", "60", pharos))
+        got = await asyncio.wait_for(running, 60)
+        await asyncio.wait_for(stopping, 90)
+    assert got.status == 200 and got.complete, got
+    assert len(got.events) > 100  # the whole reply, not a cut one
+    state = json.loads(docker("inspect", "-f", "{{json .State}}", pharos))
+    assert (state["Running"], state["ExitCode"]) == (False, 0)
