@@ -44,7 +44,7 @@ bench: install         ## prints `bench NAME p50_us=N p99_us=N` lines
 	@for f in benchmarks/bench_*.py; do $(BIN)/python $$f || exit 1; done
 
 support: install       ## regenerate SUPPORT.md from the tests' expectation tables
-	$(BIN)/python -m pharos.engine.support
+	$(BIN)/python -m tools.support
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from tools.captures import OUR_CAPTURES, shared_captures
 
 from pharos.engine import (
     BackendUnreachable,
@@ -32,11 +33,11 @@ from pharos.engine import (
     resolve,
     scrape,
 )
-from pharos.engine.captures import REPO_ROOT, body_name, shared_captures
+from pharos.engine.captures import body_name
 from tests.engine.server import NO_ANSWER, Reply, serve
 
 ROOT = shared_captures() / "engines"
-OURS = REPO_ROOT / "tests" / "captures"
+OURS = OUR_CAPTURES
 needs_shared = pytest.mark.skipif(not ROOT.is_dir(), reason="no captures (set PHAROS_CAPTURES)")
 
 

@@ -10,21 +10,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tools import captures as repo_captures
+from tools.support import reported_version
 
 from pharos.engine import LIBRARY, Probe, ProbeError
-from pharos.engine.captures import (
-    REPO_ROOT,
-    VersionDir,
-    engine_roots,
-    expected,
-    observed,
-    version_dirs,
-)
+from pharos.engine.captures import VersionDir, engine_roots, expected, observed, version_dirs
 from pharos.engine.snapshots import known
-from pharos.engine.support import reported_version
 from tests.engine.expectations import EXPECTED
 
-DIRS = version_dirs()
+DIRS = repo_captures.version_dirs()
 pytestmark = pytest.mark.skipif(not DIRS, reason="no captures found (set PHAROS_CAPTURES)")
 HTTP = [p for p in LIBRARY.values() if not p.feed.log]
 LOG = [p for p in LIBRARY.values() if p.feed.log]
@@ -153,7 +147,7 @@ def test_walker_reads_both_layouts_and_no_engine_named_engines(tmp_path: Path) -
 
 
 def test_walker_finds_our_recordings_in_the_tree() -> None:
-    ours = REPO_ROOT / "tests" / "captures"
+    ours = repo_captures.OUR_CAPTURES
     found = {(vd.engine, vd.version): vd.path for vd in DIRS}
     assert found[("llamacpp", "b11312")] == ours / "engines" / "llamacpp" / "b11312"
     assert found[("vllm", "v0.32.0")] == ours / "engines" / "vllm" / "v0.32.0"

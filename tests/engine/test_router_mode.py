@@ -8,12 +8,12 @@ import json
 from pathlib import Path
 
 import pytest
+from tools.captures import OUR_CAPTURES, engine_roots
 
-from pharos.engine.captures import REPO_ROOT, engine_roots
 from pharos.engine.router_mode import ROUTER_PROBES, llamacpp_router_residency
 from pharos.engine.types import ProbeError, Residency, Signal
 
-ROUTER_CAPTURE = REPO_ROOT / "tests" / "captures" / "llamacpp-router" / "b11312"
+ROUTER_CAPTURE = OUR_CAPTURES / "llamacpp-router" / "b11312"
 
 EXPECTED = {
     "idle": {"smollm2": Residency.COLD, "gemma3": Residency.COLD},

@@ -8,6 +8,9 @@ run that silently skipped would prove nothing.
 PHAROS_RECORD=1 writes the captures into tests/captures/ (commit-worthy):
 engines/<engine>/<version>/ (the layout of the shared captures, which the engine replay
 tests walk) and llamacpp-router/<version>/; otherwise they go to a temporary directory.
+Each live test also says what it proved (`prove` below): PHAROS_RECORD=1 rewrites
+tests/captures/live-results.tsv with the rows of the tests that passed, which SUPPORT.md's
+"(live)" cells come from; PHAROS_LIVE_RESULTS=PATH writes them elsewhere.
 PHAROS_LIVE_ENGINES=llamacpp,vllm,llamacpp-router picks engines; PHAROS_LIVE_LOGS keeps
 the engines' logs in a directory of your choice.
 """
@@ -49,6 +52,7 @@ from tests.live.engines import (
     start_llamacpp_router,
     start_vllm,
 )
+from tests.live.proofs import Prove, SessionProofs, finish, prover
 from tests.live.router import RouterCapture, capture_router
 
 LIVE_DIR = Path(__file__).parent
@@ -64,6 +68,38 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if LIVE_DIR in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.live)
             item.add_marker(pytest.mark.timeout(LIVE_TEST_TIMEOUT_S))
+
+
+_PROOFS = pytest.StashKey[SessionProofs]()
+
+
+class _ReportsToProofs:
+    def __init__(self, proofs: SessionProofs) -> None:
+        self.proofs = proofs
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.nodeid.startswith("tests/live/"):
+            self.proofs.report(report)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    proofs = SessionProofs()
+    config.stash[_PROOFS] = proofs
+    config.pluginmanager.register(_ReportsToProofs(proofs), "pharos-live-proofs")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    proofs = session.config.stash.get(_PROOFS, None)
+    if proofs is not None and proofs.ran:
+        written = finish(proofs)
+        if written is not None:
+            print(f"\nlive results: {len(proofs.passed())} proofs written to {written}")
+
+
+@pytest.fixture
+def prove(request: pytest.FixtureRequest) -> Prove:
+    """Call after the assertions: (engine dir, release dir, signal, probe) this test proved."""
+    return prover(request.config.stash[_PROOFS], request.node.nodeid)
 
 
 def selected(engine: str) -> bool:
