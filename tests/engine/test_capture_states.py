@@ -280,16 +280,12 @@ def test_states_cover_every_engine_with_a_capture() -> None:
 
 
 def recorded(state_dir: Path) -> dict[str, Reply]:
-    """One recorded state served as it answered: every paths.tsv status with its own body.
-
-    The router's per-model `?model=...&autoload=false` lines are left out: no probe asks
-    them and the scripted server routes on the path alone.
-    """
+    """One recorded state served as it answered: every paths.tsv status with its own body,
+    the router's per-model `?model=...&autoload=false` lines included (routed on path+query:
+    a probe asking any other query, e.g. one without autoload=false, is unexpected)."""
     routes: dict[str, Reply] = {}
     for line in (state_dir / "paths.tsv").read_text().splitlines():
         path, status, content_type = line.split("\t")
-        if "?" in path:
-            continue
         if status == "000":
             routes[path] = NO_ANSWER
             continue
@@ -324,6 +320,10 @@ LLAMACPP_ACTIVE = (
 )
 LLAMACPP_DROPPED = {
     "llamacpp-router-residency": "no value",  # single-model /v1/models has no status field
+    # no router list, so no per-model GET (the script would flag any ?model= query)
+    "llamacpp-router-capacity": "no per-model list",
+    "llamacpp-router-running": "no per-model list",
+    "llamacpp-router-waiting": "no per-model list",
     "llamacpp-slots-running": "redundant",  # /metrics already gave running
 }
 VLLM_ACTIVE = (
@@ -333,12 +333,27 @@ VLLM_ACTIVE = (
     "vllm-waiting",
     "vllm-kv-cache-usage-perc",
 )
-ROUTER_ACTIVE = ("llamacpp-props-version", "openai-models", "llamacpp-router-residency")
+ROUTER_ACTIVE = (
+    "llamacpp-props-version",
+    "openai-models",
+    "llamacpp-router-residency",
+    # per model, kept while every model is cold too (400 "model is not loaded", 503 loading)
+    "llamacpp-router-capacity",
+    "llamacpp-router-running",
+    "llamacpp-router-waiting",
+)
 ROUTER_DROPPED = {
-    "llamacpp-props-capacity": "no value",  # the router's /props has no total_slots
-    "llamacpp-running": "status 400",  # bare /metrics: "model name is missing from the request"
-    "llamacpp-waiting": "status 400",
-    "llamacpp-slots-running": "status 400",  # bare /slots: the same 400
+    # the per-model probes own these signals; the bare router paths read nothing anyway
+    # (/props has no total_slots, /metrics and /slots answer 400 "model name is missing")
+    "llamacpp-props-capacity": "redundant",
+    "llamacpp-running": "redundant",
+    "llamacpp-waiting": "redundant",
+    "llamacpp-slots-running": "redundant",
+}
+IDLE_CHILD = Load(running=0, waiting=0, capacity=2)  # -np 2: the child's /props total_slots
+ROUTER_LOADS: Mapping[str, Mapping[str, Load]] = {  # per-model /metrics and /props, per state
+    "loaded": {SMOL: IDLE_CHILD},
+    "swapped": {GEMMA: IDLE_CHILD},
 }
 LLAMACPP_LOADS = {  # /metrics requests_processing, requests_deferred; /props total_slots
     "idle": (0, 0),
@@ -397,7 +412,7 @@ RECORDED = [
             ROUTER_ACTIVE,
             ROUTER_DROPPED,
             {SMOL: smollm2, GEMMA: gemma3},  # one target per model
-            {},  # no load signal: the bare router paths answer 400
+            ROUTER_LOADS.get(state, {}),  # a cold or loading model: unknown, never 0
         )
         for state, (smollm2, gemma3) in ROUTER_RESIDENCY.items()
     ),

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from tools.captures import OUR_CAPTURES, engine_roots
 
-from pharos.engine.router_mode import ROUTER_PROBES, llamacpp_router_residency
+from pharos.engine.router_mode import ROUTER_PROBES, llamacpp_router_residency, per_model_path
 from pharos.engine.types import ProbeError, Residency, Signal
 
 ROUTER_CAPTURE = OUR_CAPTURES / "llamacpp-router" / "b11312"
@@ -24,8 +24,19 @@ EXPECTED = {
 }
 
 
-def test_router_probes_read_residency_from_v1_models() -> None:
-    assert [(p.signal, p.feed.path) for p in ROUTER_PROBES] == [(Signal.RESIDENCY, "/v1/models")]
+def test_router_probes_read_residency_and_per_model_loads_never_autoloading() -> None:
+    # (signal, path, asked once per listed model)
+    assert [(p.signal, p.feed.path, p.feed.per_model) for p in ROUTER_PROBES] == [
+        (Signal.RESIDENCY, "/v1/models", False),
+        (Signal.CAPACITY, "/props", True),
+        (Signal.RUNNING, "/metrics", True),
+        (Signal.WAITING, "/metrics", True),
+    ]
+    assert per_model_path("/metrics", "smollm2") == "/metrics?model=smollm2&autoload=false"
+    # a name with query characters cannot smuggle autoload=true in
+    assert per_model_path("/props", "a&autoload=true") == (
+        "/props?model=a%26autoload%3Dtrue&autoload=false"
+    )
 
 
 @pytest.mark.parametrize("state", list(EXPECTED))
