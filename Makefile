@@ -48,3 +48,7 @@ support: install       ## regenerate SUPPORT.md from the tests' expectation tabl
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: live-latest
+live-latest: install   ## drift check (not in CI): live suite on the newest engine releases, then what changed
+	bash scripts/engines/live-latest.sh

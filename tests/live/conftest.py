@@ -44,7 +44,6 @@ from tests.live.engines import (
     REPO_ROOT,
     EngineMissing,
     RunningEngine,
-    engine_cache,
     gemma_gguf,
     require,
     smollm2_gguf,
@@ -53,7 +52,7 @@ from tests.live.engines import (
     start_vllm,
 )
 from tests.live.proofs import Prove, SessionProofs, finish, prover
-from tests.live.router import RouterCapture, capture_router
+from tests.live.router import RouterCapture, capture_router, router_models_dir
 
 LIVE_DIR = Path(__file__).parent
 
@@ -109,6 +108,11 @@ def selected(engine: str) -> bool:
 
 @pytest.fixture(scope="session")
 def capture_root() -> Iterator[Path]:
+    configured = os.environ.get("PHAROS_LIVE_CAPTURES")  # make live-latest: kept for the diff
+    if configured:
+        Path(configured).mkdir(parents=True, exist_ok=True)
+        yield Path(configured)
+        return
     if os.environ.get("PHAROS_RECORD") == "1":
         yield REPO_ROOT / "tests" / "captures"
         return
@@ -203,13 +207,7 @@ def llamacpp_router(
         require([smollm2_gguf(), gemma_gguf()], "fetch-models.sh")
     except EngineMissing as missing:
         pytest.fail(str(missing), pytrace=False)
-    models = engine_cache() / "router-models"  # a stable path: the capture lists it
-    models.mkdir(parents=True, exist_ok=True)
-    for name, target in (("smollm2.gguf", smollm2_gguf()), ("gemma3.gguf", gemma_gguf())):
-        link = models / name
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(target)
+    models = router_models_dir()
     try:
         engine = start_llamacpp_router(models, engine_logs)
     except EngineMissing as missing:

@@ -12,13 +12,14 @@ import pytest
 
 from pharos.engine import Kind, Residency, Signal
 from tests.live.checks import LiveCapture, load_value, reply_usage
+from tests.live.engines import LLAMACPP_BUILD, VLLM_VERSION
 from tests.live.proofs import Prove, source
 
 pytestmark = pytest.mark.live
 
 ENGINES = ["llamacpp", "vllm"]
 
-EXPECTED_VERSION = {"llamacpp": "b11312", "vllm": "v0.32.0"}
+EXPECTED_VERSION = {"llamacpp": f"b{LLAMACPP_BUILD}", "vllm": f"v{VLLM_VERSION}"}
 EXPECTED_KIND = {"llamacpp": Kind.LLAMACPP, "vllm": Kind.VLLM}
 EMBEDDINGS_SERVED = {"llamacpp": False, "vllm": False}
 """Both run as chat servers: llama-server without --embeddings, vLLM with the generate runner."""
