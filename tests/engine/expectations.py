@@ -99,6 +99,24 @@ EXPECTED: Mapping[str, Mapping[str, object]] = {
         "llamacpp-router-running": {SMOL: 0},
         "llamacpp-router-waiting": {SMOL: 0},
     },
+    "llamacpp-router/b11312/busy": {  # 4 streams on smollm2's 2 slots
+        "llamacpp-router-residency": {GEMMA: "cold", SMOL: "loaded"},
+        "llamacpp-router-capacity": {SMOL: 2},
+        "llamacpp-router-running": {SMOL: 2},
+        "llamacpp-router-waiting": {SMOL: 2},
+    },
+    "llamacpp-router/b11312/saturated": {  # 8 streams: this recording's child counted 2 + 6
+        "llamacpp-router-residency": {GEMMA: "cold", SMOL: "loaded"},
+        "llamacpp-router-capacity": {SMOL: 2},
+        "llamacpp-router-running": {SMOL: 2},
+        "llamacpp-router-waiting": {SMOL: 6},
+    },
+    "llamacpp-router/b11312/cancelled": {
+        "llamacpp-router-residency": {GEMMA: "cold", SMOL: "loaded"},
+        "llamacpp-router-capacity": {SMOL: 2},
+        "llamacpp-router-running": {SMOL: 0},
+        "llamacpp-router-waiting": {SMOL: 0},
+    },
     "llamacpp-router/b11312/swapped": {
         "llamacpp-router-residency": {GEMMA: "loaded", SMOL: "cold"},
         "llamacpp-router-capacity": {GEMMA: 2},

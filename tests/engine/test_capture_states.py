@@ -353,6 +353,9 @@ ROUTER_DROPPED = {
 IDLE_CHILD = Load(running=0, waiting=0, capacity=2)  # -np 2: the child's /props total_slots
 ROUTER_LOADS: Mapping[str, Mapping[str, Load]] = {  # per-model /metrics and /props, per state
     "loaded": {SMOL: IDLE_CHILD},
+    "busy": {SMOL: Load(running=2, waiting=2, capacity=2)},  # 4 streams on 2 slots
+    "saturated": {SMOL: Load(running=2, waiting=6, capacity=2)},  # 8 streams
+    "cancelled": {SMOL: IDLE_CHILD},
     "swapped": {GEMMA: IDLE_CHILD},
 }
 LLAMACPP_LOADS = {  # /metrics requests_processing, requests_deferred; /props total_slots
@@ -375,6 +378,9 @@ ROUTER_RESIDENCY = {  # /v1/models status.value per model (unloaded = cold)
     "idle": (Residency.COLD, Residency.COLD),
     "loading": (Residency.LOADING, Residency.COLD),
     "loaded": (Residency.LOADED, Residency.COLD),
+    "busy": (Residency.LOADED, Residency.COLD),
+    "saturated": (Residency.LOADED, Residency.COLD),
+    "cancelled": (Residency.LOADED, Residency.COLD),
     "swapped": (Residency.COLD, Residency.LOADED),  # --models-max 1: gemma3 evicted smollm2
     "unloaded": (Residency.COLD, Residency.COLD),
 }
