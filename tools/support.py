@@ -195,7 +195,19 @@ def render(table: Expectations, live: LiveProofs, dirs: Sequence[VersionDir]) ->
         lines.append(
             f"| {engine} | {version} | {shown} | " + " | ".join(row[s] for s in signals) + " |"
         )
-    lines.append("")
+    lines += [
+        "",
+        "## Not run live here",
+        "",
+        "- **SGLang 0.5.23** (newest on PyPI): its rows above are fixtures only. It does not",
+        "  install on these CPU-only machines: the wheel pins `torch==2.14.1`, which resolves",
+        "  to the CUDA 13 build with about twenty `nvidia-*` wheels, and `sglang-kernel==0.4.10`,",
+        "  whose only wheel (373 MB) holds CUDA kernels (`sm90`/`sm100` `common_ops` linked",
+        "  against `libcuda.so.1`) and no CPU ops; neither has an sdist on PyPI (sglang's last",
+        "  is 0.5.10.post1), and with the local CPU torch 2.13.0 pip reports",
+        "  ResolutionImpossible. Checked 2026-12-01.",
+        "",
+    ]
     return "\n".join(lines)
 
 
