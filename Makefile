@@ -21,8 +21,8 @@ serve: install         ## pharos serve with pharos.yaml if present, else zero-co
 	if [ -f pharos.yaml ]; then $(BIN)/pharos serve --config pharos.yaml; else $(BIN)/pharos serve; fi
 
 lint: install
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks tools
+	$(BIN)/ruff format --check src tests benchmarks tools
 	$(BIN)/mypy
 	$(BIN)/lint-imports
 
@@ -57,7 +57,11 @@ bench-compare: install ## Pharos, a bare aiohttp pass-through and LiteLLM 1.110.
 	bash scripts/bench/compare.sh
 
 support: install       ## regenerate SUPPORT.md from the tests' expectation tables
-	$(BIN)/python -m pharos.engine.support
+	$(BIN)/python -m tools.support
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+
+.PHONY: live-latest
+live-latest: install   ## drift check (not in CI): live suite on the newest engine releases, then what changed
+	bash scripts/engines/live-latest.sh

@@ -91,9 +91,37 @@ EXPECTED: Mapping[str, Mapping[str, object]] = {
     "llamacpp-router/b11312/loading": {
         "llamacpp-router-residency": {GEMMA: "cold", SMOL: "loading"}
     },
-    "llamacpp-router/b11312/loaded": {"llamacpp-router-residency": {GEMMA: "cold", SMOL: "loaded"}},
+    # Per model (`/props|/metrics?model=X&autoload=false`): the child's body while X is
+    # loaded; 400 "model is not loaded" while cold and 503 while loading (they read nothing).
+    "llamacpp-router/b11312/loaded": {
+        "llamacpp-router-residency": {GEMMA: "cold", SMOL: "loaded"},
+        "llamacpp-router-capacity": {SMOL: 2},
+        "llamacpp-router-running": {SMOL: 0},
+        "llamacpp-router-waiting": {SMOL: 0},
+    },
+    "llamacpp-router/b11312/busy": {  # 4 streams on smollm2's 2 slots
+        "llamacpp-router-residency": {GEMMA: "cold", SMOL: "loaded"},
+        "llamacpp-router-capacity": {SMOL: 2},
+        "llamacpp-router-running": {SMOL: 2},
+        "llamacpp-router-waiting": {SMOL: 2},
+    },
+    "llamacpp-router/b11312/saturated": {  # 8 streams: this recording's child counted 2 + 6
+        "llamacpp-router-residency": {GEMMA: "cold", SMOL: "loaded"},
+        "llamacpp-router-capacity": {SMOL: 2},
+        "llamacpp-router-running": {SMOL: 2},
+        "llamacpp-router-waiting": {SMOL: 6},
+    },
+    "llamacpp-router/b11312/cancelled": {
+        "llamacpp-router-residency": {GEMMA: "cold", SMOL: "loaded"},
+        "llamacpp-router-capacity": {SMOL: 2},
+        "llamacpp-router-running": {SMOL: 0},
+        "llamacpp-router-waiting": {SMOL: 0},
+    },
     "llamacpp-router/b11312/swapped": {
-        "llamacpp-router-residency": {GEMMA: "loaded", SMOL: "cold"}
+        "llamacpp-router-residency": {GEMMA: "loaded", SMOL: "cold"},
+        "llamacpp-router-capacity": {GEMMA: 2},
+        "llamacpp-router-running": {GEMMA: 0},
+        "llamacpp-router-waiting": {GEMMA: 0},
     },
     "llamacpp-router/b11312/unloaded": {"llamacpp-router-residency": {GEMMA: "cold", SMOL: "cold"}},
     # --- mlx-lm: /v1/models only (generic openai recipe)

@@ -35,10 +35,10 @@ async def serve(routes: Mapping[str, Reply]) -> AsyncIterator[Engine]:
     engine = Engine(base_url="")
 
     async def handle(request: web.Request) -> web.StreamResponse:
-        engine.hits[request.path] += 1
-        reply = routes.get(request.path)
+        engine.hits[request.path_qs] += 1
+        reply = routes.get(request.path_qs)
         if reply is None:
-            engine.unexpected.append(request.path)
+            engine.unexpected.append(request.path_qs)
             return web.Response(status=500, text="path not in the test script")
         if reply.status == 0:
             assert request.transport is not None

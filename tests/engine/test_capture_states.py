@@ -21,6 +21,7 @@ from pathlib import Path
 
 import aiohttp
 import pytest
+from tools.captures import OUR_CAPTURES, shared_captures
 
 from pharos.engine import (
     BackendUnreachable,
@@ -32,11 +33,11 @@ from pharos.engine import (
     resolve,
     scrape,
 )
-from pharos.engine.captures import REPO_ROOT, body_name, shared_captures
+from pharos.engine.captures import body_name
 from tests.engine.server import NO_ANSWER, Reply, serve
 
 ROOT = shared_captures() / "engines"
-OURS = REPO_ROOT / "tests" / "captures"
+OURS = OUR_CAPTURES
 needs_shared = pytest.mark.skipif(not ROOT.is_dir(), reason="no captures (set PHAROS_CAPTURES)")
 
 
@@ -279,16 +280,12 @@ def test_states_cover_every_engine_with_a_capture() -> None:
 
 
 def recorded(state_dir: Path) -> dict[str, Reply]:
-    """One recorded state served as it answered: every paths.tsv status with its own body.
-
-    The router's per-model `?model=...&autoload=false` lines are left out: no probe asks
-    them and the scripted server routes on the path alone.
-    """
+    """One recorded state served as it answered: every paths.tsv status with its own body,
+    the router's per-model `?model=...&autoload=false` lines included (routed on path+query:
+    a probe asking any other query, e.g. one without autoload=false, is unexpected)."""
     routes: dict[str, Reply] = {}
     for line in (state_dir / "paths.tsv").read_text().splitlines():
         path, status, content_type = line.split("\t")
-        if "?" in path:
-            continue
         if status == "000":
             routes[path] = NO_ANSWER
             continue
@@ -323,6 +320,10 @@ LLAMACPP_ACTIVE = (
 )
 LLAMACPP_DROPPED = {
     "llamacpp-router-residency": "no value",  # single-model /v1/models has no status field
+    # no router list, so no per-model GET (the script would flag any ?model= query)
+    "llamacpp-router-capacity": "no per-model list",
+    "llamacpp-router-running": "no per-model list",
+    "llamacpp-router-waiting": "no per-model list",
     "llamacpp-slots-running": "redundant",  # /metrics already gave running
 }
 VLLM_ACTIVE = (
@@ -332,12 +333,30 @@ VLLM_ACTIVE = (
     "vllm-waiting",
     "vllm-kv-cache-usage-perc",
 )
-ROUTER_ACTIVE = ("llamacpp-props-version", "openai-models", "llamacpp-router-residency")
+ROUTER_ACTIVE = (
+    "llamacpp-props-version",
+    "openai-models",
+    "llamacpp-router-residency",
+    # per model, kept while every model is cold too (400 "model is not loaded", 503 loading)
+    "llamacpp-router-capacity",
+    "llamacpp-router-running",
+    "llamacpp-router-waiting",
+)
 ROUTER_DROPPED = {
-    "llamacpp-props-capacity": "no value",  # the router's /props has no total_slots
-    "llamacpp-running": "status 400",  # bare /metrics: "model name is missing from the request"
-    "llamacpp-waiting": "status 400",
-    "llamacpp-slots-running": "status 400",  # bare /slots: the same 400
+    # the per-model probes own these signals; the bare router paths read nothing anyway
+    # (/props has no total_slots, /metrics and /slots answer 400 "model name is missing")
+    "llamacpp-props-capacity": "redundant",
+    "llamacpp-running": "redundant",
+    "llamacpp-waiting": "redundant",
+    "llamacpp-slots-running": "redundant",
+}
+IDLE_CHILD = Load(running=0, waiting=0, capacity=2)  # -np 2: the child's /props total_slots
+ROUTER_LOADS: Mapping[str, Mapping[str, Load]] = {  # per-model /metrics and /props, per state
+    "loaded": {SMOL: IDLE_CHILD},
+    "busy": {SMOL: Load(running=2, waiting=2, capacity=2)},  # 4 streams on 2 slots
+    "saturated": {SMOL: Load(running=2, waiting=6, capacity=2)},  # 8 streams
+    "cancelled": {SMOL: IDLE_CHILD},
+    "swapped": {GEMMA: IDLE_CHILD},
 }
 LLAMACPP_LOADS = {  # /metrics requests_processing, requests_deferred; /props total_slots
     "idle": (0, 0),
@@ -359,6 +378,9 @@ ROUTER_RESIDENCY = {  # /v1/models status.value per model (unloaded = cold)
     "idle": (Residency.COLD, Residency.COLD),
     "loading": (Residency.LOADING, Residency.COLD),
     "loaded": (Residency.LOADED, Residency.COLD),
+    "busy": (Residency.LOADED, Residency.COLD),
+    "saturated": (Residency.LOADED, Residency.COLD),
+    "cancelled": (Residency.LOADED, Residency.COLD),
     "swapped": (Residency.COLD, Residency.LOADED),  # --models-max 1: gemma3 evicted smollm2
     "unloaded": (Residency.COLD, Residency.COLD),
 }
@@ -396,7 +418,7 @@ RECORDED = [
             ROUTER_ACTIVE,
             ROUTER_DROPPED,
             {SMOL: smollm2, GEMMA: gemma3},  # one target per model
-            {},  # no load signal: the bare router paths answer 400
+            ROUTER_LOADS.get(state, {}),  # a cold or loading model: unknown, never 0
         )
         for state, (smollm2, gemma3) in ROUTER_RESIDENCY.items()
     ),

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pharos.engine import LIBRARY, ProbeError, Residency, Signal
-from pharos.engine.library import llamacpp_build, llamacpp_deferred_trusted
 from pharos.engine.snapshots import known
+from pharos.engine.versions import llamacpp_build, llamacpp_deferred_trusted
 
 
 def parse(name: str, body: str) -> object:

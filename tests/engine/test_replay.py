@@ -10,21 +10,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tools import captures as repo_captures
+from tools.support import reported_version
 
 from pharos.engine import LIBRARY, Probe, ProbeError
-from pharos.engine.captures import (
-    REPO_ROOT,
-    VersionDir,
-    engine_roots,
-    expected,
-    observed,
-    version_dirs,
-)
+from pharos.engine.captures import VersionDir, engine_roots, expected, observed, version_dirs
+from pharos.engine.router_mode import llamacpp_router_residency, per_model_path
 from pharos.engine.snapshots import known
-from pharos.engine.support import reported_version
 from tests.engine.expectations import EXPECTED
 
-DIRS = version_dirs()
+DIRS = repo_captures.version_dirs()
 pytestmark = pytest.mark.skipif(not DIRS, reason="no captures found (set PHAROS_CAPTURES)")
 HTTP = [p for p in LIBRARY.values() if not p.feed.log]
 LOG = [p for p in LIBRARY.values() if p.feed.log]
@@ -46,14 +41,29 @@ def want(vd: VersionDir, state: str | None, probe: Probe) -> tuple[str | None, o
     return ("row" if found else None), value
 
 
-def cases() -> list[tuple[VersionDir, str, Probe]]:
-    out = []
+def routed_models(vd: VersionDir, state: str) -> tuple[str, ...]:
+    """The models a router lists in this state: what resolve runs per-model probes over."""
+    body = vd.body(state, "/v1/models")
+    if body is None:
+        return ()
+    snapshot = llamacpp_router_residency.parse(body)
+    return () if snapshot.models is None else tuple(sorted(snapshot.models))
+
+
+def cases() -> list[tuple[VersionDir, str, Probe, str | None]]:
+    """(capture, state, probe, model): a per-model probe once per model the router lists."""
+    out: list[tuple[VersionDir, str, Probe, str | None]] = []
     for vd in DIRS:
         for state in vd.states:
             for probe in HTTP:
                 assert probe.feed.path is not None
-                if vd.body(state, probe.feed.path) is not None:
-                    out.append((vd, state, probe))
+                if not probe.feed.per_model:
+                    if vd.body(state, probe.feed.path) is not None:
+                        out.append((vd, state, probe, None))
+                    continue
+                for model in routed_models(vd, state):
+                    if vd.body(state, per_model_path(probe.feed.path, model)) is not None:
+                        out.append((vd, state, probe, model))
     return out
 
 
@@ -61,17 +71,22 @@ CASES = cases()
 
 
 @pytest.mark.parametrize(
-    ("vd", "state", "probe"),
+    ("vd", "state", "probe", "model"),
     CASES,
-    ids=[f"{vd.engine}/{vd.version}/{s}:{p.name}" for vd, s, p in CASES],
+    ids=[f"{vd.engine}/{vd.version}/{s}:{p.name}{'@' + m if m else ''}" for vd, s, p, m in CASES],
 )
-def test_probe_reads_body(vd: VersionDir, state: str, probe: Probe) -> None:
+def test_probe_reads_body(vd: VersionDir, state: str, probe: Probe, model: str | None) -> None:
     assert probe.feed.path is not None
-    body = vd.body(state, probe.feed.path)
+    path = probe.feed.path if model is None else per_model_path(probe.feed.path, model)
+    body = vd.body(state, path)
     assert body is not None
     how, value = want(vd, state, probe)
     # a guarded-out probe never runs on this version (resolve drops it): it reads nothing
     actual = None if how == "guarded" else read(probe, body)
+    if model is not None:
+        # resolve keys a per-model probe's whole-backend value by the model it asked about
+        actual = None if not isinstance(actual, dict) else {model: actual[""]}
+        value = {model: value[model]} if isinstance(value, dict) and model in value else None
     assert actual == value
 
 
@@ -89,7 +104,7 @@ def test_log_probes_over_engine_log(vd: VersionDir) -> None:
 
 def test_every_expectation_row_is_used() -> None:
     used: set[tuple[str, str]] = set()
-    for vd, state, probe in CASES:
+    for vd, state, probe, _ in CASES:
         for key in (
             f"{vd.engine}/{vd.version}/{state}",
             f"{vd.engine}//{state}",
@@ -112,7 +127,7 @@ def test_every_expectation_row_is_used() -> None:
 
 
 def test_replay_covers_every_http_probe_and_engine() -> None:
-    assert {p.name for _, _, p in CASES} >= {
+    assert {p.name for _, _, p, _ in CASES} >= {
         "openai-models",
         "ollama-ps-residency",
         "llamacpp-running",
@@ -121,6 +136,9 @@ def test_replay_covers_every_http_probe_and_engine() -> None:
         "llamaswap-running",
         "sglang-capacity",
         "llamacpp-slots-running",
+        "llamacpp-router-capacity",
+        "llamacpp-router-running",
+        "llamacpp-router-waiting",
     }
     assert {vd.engine for vd in DIRS} >= {"ollama", "llamacpp", "llama-swap", "vllm", "sglang"}
 
@@ -153,7 +171,7 @@ def test_walker_reads_both_layouts_and_no_engine_named_engines(tmp_path: Path) -
 
 
 def test_walker_finds_our_recordings_in_the_tree() -> None:
-    ours = REPO_ROOT / "tests" / "captures"
+    ours = repo_captures.OUR_CAPTURES
     found = {(vd.engine, vd.version): vd.path for vd in DIRS}
     assert found[("llamacpp", "b11312")] == ours / "engines" / "llamacpp" / "b11312"
     assert found[("vllm", "v0.32.0")] == ours / "engines" / "vllm" / "v0.32.0"

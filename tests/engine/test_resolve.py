@@ -51,6 +51,10 @@ async def test_resolve_llamacpp_plan_and_snapshot() -> None:
     ]
     assert plan.dropped == {
         "llamacpp-router-residency": "no value",  # single-model mode: no status field
+        # no router listed models, so no per-model probe runs (none asks ?model=X)
+        "llamacpp-router-capacity": "no per-model list",
+        "llamacpp-router-running": "no per-model list",
+        "llamacpp-router-waiting": "no per-model list",
         "llamacpp-slots-running": "redundant",
     }
     assert snap.loads[""].running == 2 and snap.loads[""].waiting == 3

@@ -10,9 +10,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from tools.captures import shared_captures as captures_root
+from tools.captures import stream_files
 
 from pharos.engine.usage import Usage, parse_usage
-from pharos.fakeengine.captures import captures_root, stream_files
 
 # (prompt, cached, completion, load_s, prefill_s) of the file's last usage; None = no usage.
 Row = tuple[int | None, int | None, int | None, float | None, float | None] | None

@@ -14,9 +14,10 @@ import aiohttp
 import ollama
 import openai
 import pytest
+from tools.captures import our_captures as repo_captures_root
+from tools.captures import shared_captures as captures_root
 
 from pharos.fakeengine import FakeEngine, FakeLlamaCpp, FakeOllama, FakeVLLM, no_sleep, serve
-from pharos.fakeengine.captures import captures_root, repo_captures_root
 from tests.fakeengine.test_replies import line_shapes
 
 ROUTES = repo_captures_root() / "routes"

@@ -10,6 +10,8 @@ from typing import Any
 
 import aiohttp
 import pytest
+from tools.captures import our_captures as repo_captures_root
+from tools.captures import shared_captures as captures_root
 
 from pharos.clock import FakeClock
 from pharos.engine.usage import Usage
@@ -22,7 +24,6 @@ from pharos.fakeengine import (
     no_sleep,
     serve,
 )
-from pharos.fakeengine.captures import captures_root, repo_captures_root
 from pharos.proxy.tap import StreamTap
 
 TEMPLATES = resources.files("pharos.fakeengine") / "templates"

@@ -11,9 +11,9 @@ from typing import Any
 
 import aiohttp
 import pytest
+from tools.captures import shared_captures as captures_root
 
 from pharos.fakeengine import FakeEngine, FakeLlamaCpp, FakeOllama, FakeVLLM, no_sleep, serve
-from pharos.fakeengine.captures import captures_root
 
 ENGINES = captures_root() / "engines"
 pytestmark = pytest.mark.skipif(not ENGINES.is_dir(), reason="no captures")

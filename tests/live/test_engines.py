@@ -12,12 +12,14 @@ import pytest
 
 from pharos.engine import Kind, Residency, Signal
 from tests.live.checks import LiveCapture, load_value, reply_usage
+from tests.live.engines import LLAMACPP_BUILD, VLLM_VERSION
+from tests.live.proofs import Prove, source
 
 pytestmark = pytest.mark.live
 
 ENGINES = ["llamacpp", "vllm"]
 
-EXPECTED_VERSION = {"llamacpp": "b11312", "vllm": "v0.32.0"}
+EXPECTED_VERSION = {"llamacpp": f"b{LLAMACPP_BUILD}", "vllm": f"v{VLLM_VERSION}"}
 EXPECTED_KIND = {"llamacpp": Kind.LLAMACPP, "vllm": Kind.VLLM}
 EMBEDDINGS_SERVED = {"llamacpp": False, "vllm": False}
 """Both run as chat servers: llama-server without --embeddings, vLLM with the generate runner."""
@@ -29,7 +31,7 @@ def live(request: pytest.FixtureRequest) -> LiveCapture:
     return capture
 
 
-def test_detects_the_engine_and_its_version(live: LiveCapture) -> None:
+def test_detects_the_engine_and_its_version(live: LiveCapture, prove: Prove) -> None:
     observed = live.observed("idle")
     assert live.capture.version == EXPECTED_VERSION[live.engine.name]
     assert observed.plan.kind == EXPECTED_KIND[live.engine.name]
@@ -39,6 +41,8 @@ def test_detects_the_engine_and_its_version(live: LiveCapture) -> None:
     ), observed.resolved.version
     assert observed.resolved.models is not None
     assert live.engine.model in observed.resolved.models
+    for signal in (Signal.VERSION, Signal.MODELS):
+        prove(live.engine.name, live.capture.version, signal, source(observed.resolved, signal))
 
 
 def test_idle_reads_known_zeros(live: LiveCapture) -> None:
@@ -52,7 +56,7 @@ def test_idle_reads_known_zeros(live: LiveCapture) -> None:
     [("busy", 2, 2), ("saturated", 2, 6), ("cancelled", 0, 0)],
 )
 def test_running_and_waiting_follow_the_load(
-    live: LiveCapture, state: str, running: int, waiting: int
+    live: LiveCapture, state: str, running: int, waiting: int, prove: Prove
 ) -> None:
     observed = live.observed(state)
     assert not observed.scraped.failed, observed.scraped.failed
@@ -60,18 +64,22 @@ def test_running_and_waiting_follow_the_load(
     assert load_value(snapshot, live.engine.model, "running") == running
     assert load_value(snapshot, live.engine.model, "waiting") == waiting
     assert live.capture.gauges[state] == (running, waiting), "the driver's own reading agrees"
+    if state == "saturated":  # the state that tells waiting apart from running
+        for signal in (Signal.RUNNING, Signal.WAITING):
+            prove(live.engine.name, live.capture.version, signal, source(snapshot, signal))
 
 
-def test_llamacpp_reports_capacity_2_and_no_kv_usage(llamacpp: LiveCapture) -> None:
+def test_llamacpp_reports_capacity_2_and_no_kv_usage(llamacpp: LiveCapture, prove: Prove) -> None:
     for state in ("idle", "busy", "saturated"):
         snapshot = llamacpp.observed(state).scraped.snapshot
         assert load_value(snapshot, llamacpp.engine.model, "capacity") == 2
         # b11312's /metrics has no KV cache gauge and the library has no llama.cpp KV probe.
         assert load_value(snapshot, llamacpp.engine.model, "kv_usage") is None
-    assert Signal.CAPACITY in llamacpp.observed("idle").scraped.snapshot.sources
+    idle = llamacpp.observed("idle").scraped.snapshot
+    prove("llamacpp", llamacpp.capture.version, Signal.CAPACITY, source(idle, Signal.CAPACITY))
 
 
-def test_vllm_reports_kv_usage_and_no_capacity(vllm: LiveCapture) -> None:
+def test_vllm_reports_kv_usage_and_no_capacity(vllm: LiveCapture, prove: Prove) -> None:
     busy = vllm.observed("busy").scraped.snapshot
     kv = load_value(busy, vllm.engine.model, "kv_usage")
     assert kv is not None and 0 < kv <= 1
@@ -79,6 +87,7 @@ def test_vllm_reports_kv_usage_and_no_capacity(vllm: LiveCapture) -> None:
         # vLLM serves no capacity signal anywhere (--max-num-seqs is not exposed): unknown.
         snapshot = vllm.observed(state).scraped.snapshot
         assert load_value(snapshot, vllm.engine.model, "capacity") is None
+    prove("vllm", vllm.capture.version, Signal.KV_USAGE, source(busy, Signal.KV_USAGE))
 
 
 def test_the_single_model_reads_loaded(live: LiveCapture) -> None:

@@ -7,9 +7,9 @@ import re
 from pathlib import Path
 
 import pytest
+from tools.captures import our_captures as repo_captures_root
 
 from pharos.fakeengine import FakeLlamaCpp, FakeOllama, FakeVLLM, no_sleep
-from pharos.fakeengine.captures import repo_captures_root
 from pharos.proxy.rename import ReplyRename
 from pharos.proxy.tap import StreamTap
 from tests.proxy.rig import Backend, RigFactory

@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tools.captures import our_captures as repo_captures_root
 
 from pharos.engine.usage import Usage, merge_usage
-from pharos.fakeengine.captures import repo_captures_root
 from pharos.proxy.tap import StreamTap
 
 ROUTES_ROOT = repo_captures_root() / "routes"

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from tools.captures import stream_files
 
 from pharos.engine.usage import Usage, parse_usage
-from pharos.fakeengine.captures import stream_files
 from pharos.proxy.tap import MAX_LINE_BYTES, StreamTap
 
 SSE = [p for p in stream_files() if p.suffix == ".sse"]

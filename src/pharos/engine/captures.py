@@ -5,20 +5,20 @@ and `meta.yaml`; body files are named as the recorder names them (`/api/ps` ->
 `api_ps`). A version directory is one that holds a `meta.yaml` (every shared and
 recorded capture has one), so other folders under a root are never read as engines.
 Copies can be incomplete: a missing body is not a 404. Tools and tests only; never
-used on the event loop.
+used on the event loop. Every function takes its roots: where the captures of a
+checkout live is the repository's business (tools/captures.py), never the installed
+package's.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from pharos.engine.record import META_FILE, body_file_name
 from pharos.engine.types import Kind, Probe, Signal, Snapshot
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
 ENGINE_KINDS: Mapping[str, Kind] = {
     "ollama": Kind.OLLAMA,
     "llamacpp": Kind.LLAMACPP,
@@ -32,20 +32,12 @@ NESTED_ROOT = "engines"
 """`tests/captures/engines/<engine>/...`: a folder of engines, never an engine itself."""
 
 
-def shared_captures() -> Path:
-    """$PHAROS_CAPTURES, else <repo root>/../shared/captures."""
-    env = os.environ.get("PHAROS_CAPTURES")
-    return Path(env) if env else REPO_ROOT.parent / "shared" / "captures"
-
-
-def engine_roots(ours: Path | None = None, shared: Path | None = None) -> list[Path]:
+def engine_roots(ours: Path, shared: Path) -> list[Path]:
     """The shared captures and our own live recordings, when present.
 
-    Ours live in tests/captures/<engine>/<version>/ (llamacpp-router) or
-    tests/captures/engines/<engine>/<version>/ (what `pharos doctor --record` writes).
+    Ours live in `ours/<engine>/<version>/` (llamacpp-router) or
+    `ours/engines/<engine>/<version>/` (what `pharos doctor --record` writes).
     """
-    ours = REPO_ROOT / "tests" / "captures" if ours is None else ours
-    shared = shared_captures() if shared is None else shared
     roots = [shared / NESTED_ROOT, ours / NESTED_ROOT, ours]
     return [root for root in roots if root.is_dir()]
 
@@ -81,13 +73,22 @@ class VersionDir:
         return file.read_bytes().splitlines() if file.is_file() else None
 
 
-def version_dirs(roots: list[Path] | None = None) -> list[VersionDir]:
+def version_dirs(roots: Iterable[Path]) -> list[VersionDir]:
     """Every <engine>/<version> directory under the roots, found by walking."""
     found: list[VersionDir] = []
-    for root in engine_roots() if roots is None else roots:
+    for root in roots:
         for engine in sorted(d for d in root.iterdir() if d.is_dir() and d.name != NESTED_ROOT):
             for version in sorted(d for d in engine.iterdir() if (d / META_FILE).is_file()):
                 found.append(VersionDir(engine.name, version.name, version))
+    return found
+
+
+def stream_files(roots: Iterable[Path]) -> list[Path]:
+    """Every recorded reply file under `<root>/*/*/streams/` (replies.tsv is their index)."""
+    found: list[Path] = []
+    for root in roots:
+        if root.is_dir():
+            found.extend(sorted(p for p in root.glob("*/*/streams/*") if p.name != "replies.tsv"))
     return found
 
 

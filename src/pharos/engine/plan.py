@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from pharos.engine.router_mode import per_model_path
 from pharos.engine.snapshots import assemble, known
 from pharos.engine.types import FAST_SIGNALS, Kind, Probe, ProbeError, Snapshot
 
@@ -19,7 +20,8 @@ class Plan:
     active: tuple[Probe, ...]  # own probes first, then recipe order; one probe per signal
     dropped: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     # probe name -> "404", "status 503", "fetch error: ...", "parse error: ...",
-    # "no value", "redundant", "version guard", "no log feed"
+    # "no value", "redundant", "version guard", "no log feed", "no per-model list"
+    per_model: tuple[str, ...] = ()  # the models per-model probes ask about (router mode)
 
     @property
     def log_probes(self) -> tuple[Probe, ...]:
@@ -39,11 +41,18 @@ class Plan:
         return tuple(p for p in self.http_probes if not fast_only or p.signal in FAST_SIGNALS)
 
     def paths(self, *, fast_only: bool) -> tuple[str, ...]:
-        """The distinct GET paths a round needs (probes on one path share one GET)."""
+        """The distinct GET paths a round needs (probes on one path share one GET).
+
+        A per-model probe needs one GET per listed model, each with autoload=false.
+        """
         seen: dict[str, None] = {}
         for probe in self.probes(fast_only=fast_only):
             assert probe.feed.path is not None
-            seen.setdefault(probe.feed.path, None)
+            if probe.feed.per_model:
+                for model in self.per_model:
+                    seen.setdefault(per_model_path(probe.feed.path, model), None)
+            else:
+                seen.setdefault(probe.feed.path, None)
         return tuple(seen)
 
 

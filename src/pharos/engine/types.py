@@ -101,10 +101,16 @@ class ProbeError(Exception):
 
 @dataclass(frozen=True, slots=True)
 class Feed:
-    """Where a probe's input comes from: one HTTP path (GET each round) or the log stream."""
+    """Where a probe's input comes from: one HTTP path (GET each round) or the log stream.
+
+    `per_model`: the path is asked once per model the plan lists, as
+    `path?model=NAME&autoload=false` (llama.cpp router mode); the probe reads the
+    whole-backend value of that model's child server, which Resolve keys by the model.
+    """
 
     path: str | None = None
     log: bool = False
+    per_model: bool = False
 
 
 ParseFn = Callable[[bytes], Snapshot]
