@@ -68,7 +68,13 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 "cold-burst",
                 "three Ollama hosts each fitting 2 of 3 models; chats on a and b, a burst on c",
                 (_ollama("o0"), _ollama("o1"), _ollama("o2")),
-                Mix(chat_users=8, burst_users=8, burst_at_s=120.0, models=("a", "b")),
+                Mix(
+                    chat_users=8,
+                    burst_users=8,
+                    burst_at_s=120.0,
+                    models=("a", "b"),
+                    burst_model="c",
+                ),
             ),
         )
     }

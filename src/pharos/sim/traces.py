@@ -117,6 +117,7 @@ class Mix:
     burst_at_s: float = 60.0
     noise_users: int = 0  # chat sessions sent straight to the first engine
     models: tuple[str, ...] = ("m",)
+    burst_model: str | None = None  # default: the last of `models`
 
 
 def sessions(mix: Mix, duration_s: float, seed: int) -> Iterator[Session]:
@@ -180,5 +181,5 @@ def sessions(mix: Mix, duration_s: float, seed: int) -> Iterator[Session]:
         user = f"burst{index}"
         ratio = 4.0
         turns = (TurnSpec(0.0, _text(rng, 300, ratio, f"{user}"), "ok", 50),)
-        model = mix.models[-1]
+        model = mix.models[-1] if mix.burst_model is None else mix.burst_model
         yield Session(user, "burst", model, mix.burst_at_s, system, None, turns, ratio)
