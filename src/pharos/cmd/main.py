@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 
-from pharos.cmd import demo, doctor, keys, serve
+from pharos.cmd import demo, doctor, keys, serve, sim
 from pharos.config import ConfigError, load_config
 
 _FORMATTER = argparse.RawDescriptionHelpFormatter
@@ -163,6 +163,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     doctor.add_doctor_arguments(doctor_parser)
     doctor_parser.set_defaults(run=lambda args: doctor.run_doctor(args, sys.stdout, sys.stderr))
+
+    sim_parser = commands.add_parser(
+        "sim",
+        help="compare routing policies on simulated fleets",
+        description=sim.SIM_DESCRIPTION,
+        formatter_class=_FORMATTER,
+    )
+    sim.add_sim_arguments(sim_parser)
+    sim_parser.set_defaults(run=lambda args: sim.run_sim(args))
 
     keys_parser = commands.add_parser(
         "keys", help="make client keys", description=KEYS_DESCRIPTION, formatter_class=_FORMATTER

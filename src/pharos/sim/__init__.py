@@ -1,1 +1,24 @@
+"""Layer-5 routing simulator (spec §14): Pharos's real scheduler, prefix index and policy
+against simulated engines on virtual time, beside the baseline routers it must beat."""
 
+from pharos.sim.plot import ttft_cdf_svg
+from pharos.sim.report import class_table, table
+from pharos.sim.routers import BASELINES, PHAROS_POLICIES
+from pharos.sim.run import Result, Sample, Scenario, simulate
+from pharos.sim.scenarios import SCENARIOS
+
+ALL_POLICIES = (*PHAROS_POLICIES, *BASELINES)
+
+__all__ = [
+    "ALL_POLICIES",
+    "BASELINES",
+    "PHAROS_POLICIES",
+    "SCENARIOS",
+    "Result",
+    "Sample",
+    "Scenario",
+    "class_table",
+    "simulate",
+    "table",
+    "ttft_cdf_svg",
+]

@@ -1,0 +1,328 @@
+"""Simulated engines: slots, a prompt cache, model loads and a queue, on virtual time.
+
+The numbers are the spec's assumptions ledger (§14) unless a scenario sets others:
+prefill 0.5 ms/token, decode 30 ms/token, load 8 s, 10 GB per host, 2 slots. The cache
+behaviour is the measured one: Ollama and llama.cpp cache per slot (a slot holds the last
+prompt it served, plus its reply, and a request takes the free slot holding the longest
+prefix, else the least recently used one), and a prompt counts as cached for others only
+once its request ends; vLLM shares one cache across requests (assumed; bounded in tokens).
+llama.cpp b11312 also keeps a host-memory prompt cache (`--cache-ram`, in its vendored
+common/arg.cpp): a slot's contents are saved there when the slot is reused, and a request
+restores the longest match from it. Without it, the issue-15 real-engine run (3 users per
+2-slot engine, sticky: 67% of prompt tokens cached) could not have happened.
+A prompt is a sequence of message hashes (the prefix chain's) with the engine's token count
+up to each, so "cached" is the longest common prefix in whole messages.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections import OrderedDict, deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+GB_BYTES = 1 << 30
+
+
+class CacheMode(enum.Enum):
+    PER_SLOT = "per_slot"  # llama.cpp, Ollama
+    SHARED = "shared"  # vLLM, SGLang
+
+
+class Flavour(enum.Enum):
+    """What the engine reports, as the real ones do (ENGINE-FACTS.md)."""
+
+    LLAMACPP = "llamacpp"  # one model; running, waiting, capacity; no residency
+    OLLAMA = "ollama"  # many models; residency and sizes; no running, waiting or capacity
+    VLLM = "vllm"  # one model; running and waiting; no capacity
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    name: str
+    flavour: Flavour = Flavour.LLAMACPP
+    models: tuple[str, ...] = ("m",)
+    model_gb: tuple[float, ...] = (1.0,)  # size of each model, same order
+    memory_gb: float = 10.0
+    slots: int = 2
+    prefill_s_per_token: float = 0.0005
+    decode_s_per_token: float = 0.030
+    load_s: float = 8.0
+    contention: float = 0.5  # each other running request slows a new one by this share
+    shared_cache_tokens: int = 32_768
+    host_cache_tokens: int = 0  # llama.cpp --cache-ram: slot contents saved to host memory
+
+    @property
+    def cache_mode(self) -> CacheMode:
+        return CacheMode.SHARED if self.flavour is Flavour.VLLM else CacheMode.PER_SLOT
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """What an engine sees of a request: message hashes and tokens up to each message."""
+
+    model: str
+    hashes: tuple[int, ...]
+    cum_tokens: tuple[int, ...]
+    completion_tokens: int
+    reply_hash: int  # the assistant reply's link, so the next turn finds it cached
+    reply_tokens: int
+
+    @property
+    def tokens(self) -> int:
+        return self.cum_tokens[-1] if self.cum_tokens else 0
+
+
+@dataclass(frozen=True)
+class Served:
+    """What the engine reports back, plus what the client saw (seconds from arrival here)."""
+
+    first_token_s: float  # since arrival at the engine: queue + load + prefill
+    duration_s: float
+    prompt_tokens: int
+    cached_tokens: int
+    completion_tokens: int
+    load_s: float | None  # None: this request loaded nothing
+    prefill_s: float  # the engine's own prefill time (llama.cpp prompt_ms, Ollama's duration)
+    engine_waited_s: float
+
+
+@dataclass
+class _Slot:
+    model: str = ""
+    hashes: tuple[int, ...] = ()
+    cum_tokens: tuple[int, ...] = ()
+    busy: bool = False
+    last_used_s: float = -1.0
+
+
+def common_prefix_tokens(
+    held: Sequence[int], held_tokens: Sequence[int], prompt: Prompt
+) -> tuple[int, int]:
+    """(messages, tokens) of the prompt's longest prefix that `held` starts with."""
+    matched = 0
+    for mine, theirs in zip(held, prompt.hashes, strict=False):
+        if mine != theirs:
+            break
+        matched += 1
+    if matched == 0:
+        return 0, 0
+    return matched, min(held_tokens[matched - 1], prompt.cum_tokens[matched - 1])
+
+
+@dataclass
+class _Model:
+    size_bytes: int
+    loaded: bool = False
+    loading: asyncio.Event | None = None
+    running: int = 0
+    last_used_s: float = -1.0
+
+
+@dataclass
+class EngineCounts:
+    running: int
+    waiting: int
+    loaded: dict[str, bool]
+    loading: dict[str, bool]
+
+
+@dataclass
+class SimEngine:
+    spec: HostSpec
+    loop_time: asyncio.AbstractEventLoop = field(repr=False)
+    loads: int = 0
+
+    def __post_init__(self) -> None:
+        self._slots = [_Slot() for _ in range(self.spec.slots)]
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        self._models: dict[str, _Model] = {
+            name: _Model(int(gb * GB_BYTES))
+            for name, gb in zip(self.spec.models, self.spec.model_gb, strict=True)
+        }
+        if self.spec.flavour is not Flavour.OLLAMA:
+            for model in self._models.values():
+                model.loaded = True  # single-model engines start with their model loaded
+        self._shared: OrderedDict[int, int] = OrderedDict()  # hash -> tokens up to it
+        self._shared_tokens = 0
+        self._memory_freed = asyncio.Event()
+        self._reserved = 0  # free slots handed to woken waiters that haven't run yet
+        self._host_cache: deque[tuple[tuple[int, ...], tuple[int, ...]]] = deque()
+
+    # ---- what a scrape reads ----------------------------------------------------------
+
+    def counts(self) -> EngineCounts:
+        return EngineCounts(
+            running=sum(slot.busy for slot in self._slots),
+            waiting=len(self._waiters),
+            loaded={name: m.loaded for name, m in self._models.items()},
+            loading={name: m.loading is not None for name, m in self._models.items()},
+        )
+
+    def serves(self, model: str) -> bool:
+        return model in self._models
+
+    # ---- serving --------------------------------------------------------------------------
+
+    async def serve(self, prompt: Prompt) -> Served:
+        now = self.loop_time.time
+        arrived_s = now()
+        slot = await self._take_slot(prompt)
+        waited_s = now() - arrived_s
+        try:
+            load_s = await self._ensure_loaded(prompt.model)
+            model = self._models[prompt.model]
+            model.running += 1
+            try:
+                cached = self._cached_tokens(slot, prompt)
+                others = sum(s.busy for s in self._slots) - 1
+                slowdown = 1.0 + self.spec.contention * max(0, others)
+                prefill_s = (prompt.tokens - cached) * self.spec.prefill_s_per_token * slowdown
+                await asyncio.sleep(prefill_s)
+                first_token_s = now() - arrived_s
+                if self.spec.cache_mode is CacheMode.SHARED:
+                    self._remember_shared(prompt)
+                decode_s = prompt.completion_tokens * self.spec.decode_s_per_token * slowdown
+                await asyncio.sleep(decode_s)
+            finally:
+                model.running -= 1
+                model.last_used_s = now()
+                if model.running == 0:
+                    self._memory_freed.set()
+        finally:
+            self._release_slot(slot, prompt)
+        return Served(
+            first_token_s=first_token_s,
+            duration_s=now() - arrived_s,
+            prompt_tokens=prompt.tokens,
+            cached_tokens=cached,
+            completion_tokens=prompt.completion_tokens,
+            load_s=load_s,
+            prefill_s=prefill_s,
+            engine_waited_s=waited_s,
+        )
+
+    async def _take_slot(self, prompt: Prompt) -> _Slot:
+        """FIFO: a request arriving while others wait queues behind them (engine Waiting)."""
+        free_count = sum(not slot.busy for slot in self._slots) - self._reserved
+        if self._waiters or free_count <= 0:
+            waiter: asyncio.Future[None] = self.loop_time.create_future()
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            except asyncio.CancelledError:
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
+                elif waiter.done() and not waiter.cancelled():
+                    self._reserved -= 1
+                    self._wake_next()
+                raise
+            self._reserved -= 1
+        free = [slot for slot in self._slots if not slot.busy]
+        best = max(free, key=lambda s: (self._slot_match(s, prompt), s.last_used_s))
+        if self._slot_match(best, prompt) == 0:
+            best = min(free, key=lambda s: s.last_used_s)
+        best.busy = True
+        return best
+
+    def _slot_match(self, slot: _Slot, prompt: Prompt) -> int:
+        return common_prefix_tokens(slot.hashes, slot.cum_tokens, prompt)[1]
+
+    def _release_slot(self, slot: _Slot, prompt: Prompt) -> None:
+        slot.busy = False
+        slot.last_used_s = self.loop_time.time()
+        if self.spec.cache_mode is CacheMode.PER_SLOT:
+            self._save_to_host(slot)
+            slot.model = prompt.model
+            slot.hashes = (*prompt.hashes, prompt.reply_hash)
+            slot.cum_tokens = (*prompt.cum_tokens, prompt.tokens + prompt.reply_tokens)
+        self._wake_next()
+
+    def _wake_next(self) -> None:
+        free_count = sum(not slot.busy for slot in self._slots) - self._reserved
+        while free_count > 0 and self._waiters:
+            waiter = self._waiters.popleft()
+            if waiter.done():
+                continue
+            waiter.set_result(None)
+            self._reserved += 1
+            free_count -= 1
+
+    def _cached_tokens(self, slot: _Slot, prompt: Prompt) -> int:
+        if self.spec.cache_mode is CacheMode.PER_SLOT:
+            in_slot = common_prefix_tokens(slot.hashes, slot.cum_tokens, prompt)[1]
+            in_host = max(
+                (common_prefix_tokens(h, t, prompt)[1] for h, t in self._host_cache), default=0
+            )
+            return max(in_slot, in_host)
+        cached = 0
+        for link, tokens in zip(prompt.hashes, prompt.cum_tokens, strict=True):
+            if link not in self._shared:
+                break
+            self._shared.move_to_end(link)
+            cached = tokens
+        return cached
+
+    def _remember_shared(self, prompt: Prompt) -> None:
+        previous = 0
+        for link, tokens in zip(prompt.hashes, prompt.cum_tokens, strict=True):
+            if link not in self._shared:
+                self._shared[link] = tokens - previous
+                self._shared_tokens += tokens - previous
+            previous = tokens
+        while self._shared_tokens > self.spec.shared_cache_tokens and self._shared:
+            _, tokens = self._shared.popitem(last=False)
+            self._shared_tokens -= tokens
+
+    async def _ensure_loaded(self, name: str) -> float | None:
+        """Load the model if it's cold (evicting idle ones to fit); None if it was loaded."""
+        model = self._models[name]
+        if model.loaded:
+            return None
+        started_s = self.loop_time.time()
+        while not model.loaded:
+            if model.loading is not None:
+                await model.loading.wait()
+                continue
+            if not self._make_room(model.size_bytes):
+                self._memory_freed.clear()
+                await self._memory_freed.wait()
+                continue
+            model.loading = asyncio.Event()
+            self.loads += 1
+            await asyncio.sleep(self.spec.load_s)
+            model.loaded = True
+            model.loading.set()
+            model.loading = None
+        return self.loop_time.time() - started_s
+
+    def _make_room(self, size_bytes: int) -> bool:
+        memory = int(self.spec.memory_gb * GB_BYTES)
+        used = sum(m.size_bytes for m in self._models.values() if m.loaded or m.loading)
+        if used + size_bytes <= memory:
+            return True
+        idle = sorted(
+            (m for m in self._models.values() if m.loaded and m.running == 0),
+            key=lambda m: m.last_used_s,
+        )
+        for model in idle:
+            model.loaded = False
+            self._forget_cache_of(model)
+            used -= model.size_bytes
+            if used + size_bytes <= memory:
+                return True
+        return False
+
+    def _forget_cache_of(self, unloaded: _Model) -> None:
+        name = next(n for n, m in self._models.items() if m is unloaded)
+        for slot in self._slots:
+            if slot.model == name and not slot.busy:
+                slot.hashes, slot.cum_tokens = (), ()
+
+    def _save_to_host(self, slot: _Slot) -> None:
+        if self.spec.host_cache_tokens <= 0 or not slot.hashes:
+            return
+        self._host_cache.append((slot.hashes, slot.cum_tokens))
+        while sum(t[-1] for _, t in self._host_cache) > self.spec.host_cache_tokens:
+            self._host_cache.popleft()

@@ -1,0 +1,195 @@
+"""Routers the simulator compares: Pharos's own policies and the baselines it must beat.
+
+Pharos runs its real code: the scheduler (fair queue, leases, occupancy, learning), the
+prefix index and the policy, over SimTargets. The baselines send every request straight
+to an engine, which queues what it can't run, as a plain load balancer would:
+- round-robin: the next engine serving the model;
+- least-outstanding: fewest requests this router has in flight there (LiteLLM's
+  `least-busy` strategy counts the same thing);
+- sticky: a hash of the user picks the engine (session affinity);
+- cache-aware: SGLang gateway (SMG) style: when load is balanced, the engine whose
+  router-side prefix tree matches at least `CACHE_THRESHOLD` of the prompt, else the least
+  loaded; when load is imbalanced, the least loaded. Thresholds are SMG's shape scaled to
+  2-slot engines (its defaults, 64 requests absolute and 1.5x relative, never trigger on a
+  fleet this small).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from pharos.clock import Clock
+from pharos.engine.usage import Usage
+from pharos.prefix import Chain, PrefixIndex
+from pharos.sched import Scheduler
+from pharos.sched.types import Feedback, RouteRequest
+from pharos.sim.engines import Flavour, Served, SimEngine
+from pharos.sim.targets import SimTargets
+from pharos.sim.traces import SimRequest
+
+CACHE_THRESHOLD = 0.5
+BALANCE_ABS = 2
+BALANCE_REL = 1.5
+TREE_CAP_HASHES = 50_000
+
+PHAROS_POLICIES = ("cost", "least-load")
+BASELINES = ("round-robin", "least-outstanding", "sticky", "cache-aware")
+
+
+@dataclass(frozen=True)
+class Routed:
+    engine: SimEngine
+    served: Served
+    router_wait_s: float
+
+
+class Router(Protocol):
+    name: str
+
+    async def send(self, request: SimRequest) -> Routed: ...
+
+    def scrape(self) -> None:
+        """A scrape round (only Pharos reads engines)."""
+        ...
+
+
+def _stable_hash(text: str) -> int:
+    return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+
+
+class PharosRouter:
+    def __init__(self, policy: str, engines: Sequence[SimEngine], clock: Clock, seed: int):
+        self.name = policy
+        self._clock = clock
+        self._targets = SimTargets(engines, clock.now)
+        self._prefix = PrefixIndex(clock=clock)
+        self._sched = Scheduler(self._targets, self._prefix, clock, policy=policy)
+        self._rng = random.Random(seed)
+
+    def scrape(self) -> None:
+        self._targets.scrape()
+        self._sched.kick()
+
+    async def send(self, request: SimRequest) -> Routed:
+        started_s = self._clock.now()
+        route = RouteRequest(
+            model=request.session.model,
+            prompt_tokens=request.estimated_tokens,
+            chain=Chain(request.chain_hashes, request.chain_cum_bytes),
+            seed=self._rng.getrandbits(64),
+        )
+        lease = await self._sched.acquire(request.session.user, 1, route)
+        waited_s = self._clock.now() - started_s
+        engine = self._targets.engine_of(lease.target.target_id)
+        try:
+            served = await engine.serve(request.prompt)
+        except BaseException:
+            lease.abandon()
+            raise
+        lease.release(_feedback(engine, served))
+        return Routed(engine, served, waited_s)
+
+
+def _feedback(engine: SimEngine, served: Served) -> Feedback:
+    """What the tap reads from each flavour's reply (ENGINE-FACTS.md): llama.cpp timings
+    (prompt_ms, cache_n), Ollama's durations and cached count, vLLM's cached tokens only.
+    TTFT and duration are measured from dispatch, after the router's queue."""
+    flavour = engine.spec.flavour
+    return Feedback(
+        status=200,
+        ttft_s=served.first_token_s,
+        duration_s=served.duration_s,
+        usage=Usage(
+            prompt_tokens=served.prompt_tokens,
+            cached_tokens=served.cached_tokens,
+            completion_tokens=served.completion_tokens,
+            engine_load_s=(served.load_s or 0.0) if flavour is Flavour.OLLAMA else None,
+            engine_prefill_s=served.prefill_s if flavour is not Flavour.VLLM else None,
+        ),
+    )
+
+
+class DirectRouter:
+    """A baseline: picks an engine at once and lets it queue."""
+
+    def __init__(self, strategy: str, engines: Sequence[SimEngine], seed: int) -> None:
+        if strategy not in BASELINES:
+            raise ValueError(f"unknown baseline {strategy!r}, expected one of {BASELINES}")
+        self.name = strategy
+        self._engines = list(engines)
+        self._outstanding = {id(e): 0 for e in engines}
+        self._next: dict[str, int] = {}
+        self._trees: dict[int, OrderedDict[int, None]] = {id(e): OrderedDict() for e in engines}
+        self._rng = random.Random(seed)
+
+    def scrape(self) -> None:
+        return None
+
+    def _serving(self, model: str) -> list[SimEngine]:
+        return [e for e in self._engines if e.serves(model)]
+
+    def _least_outstanding(self, engines: Sequence[SimEngine]) -> SimEngine:
+        fewest = min(self._outstanding[id(e)] for e in engines)
+        return self._rng.choice([e for e in engines if self._outstanding[id(e)] == fewest])
+
+    def _choose(self, request: SimRequest) -> SimEngine:
+        engines = self._serving(request.session.model)
+        if self.name == "round-robin":
+            turn = self._next.get(request.session.model, 0)
+            self._next[request.session.model] = turn + 1
+            return engines[turn % len(engines)]
+        if self.name == "sticky":
+            return engines[_stable_hash(request.session.user) % len(engines)]
+        if self.name == "least-outstanding":
+            return self._least_outstanding(engines)
+        return self._cache_aware(engines, request)
+
+    def _cache_aware(self, engines: Sequence[SimEngine], request: SimRequest) -> SimEngine:
+        loads = [self._outstanding[id(e)] for e in engines]
+        if max(loads) - min(loads) > BALANCE_ABS and max(loads) > BALANCE_REL * min(loads):
+            return self._least_outstanding(engines)
+        total = request.chain_cum_bytes[-1] if request.chain_cum_bytes else 0
+        best, best_bytes = None, 0
+        for engine in engines:
+            tree = self._trees[id(engine)]
+            matched = 0
+            for link, covered in zip(request.chain_hashes, request.chain_cum_bytes, strict=True):
+                if link not in tree:
+                    break
+                matched = covered
+            if matched > best_bytes:
+                best, best_bytes = engine, matched
+        if best is not None and total > 0 and best_bytes / total >= CACHE_THRESHOLD:
+            return best
+        return self._least_outstanding(engines)
+
+    def _insert(self, engine: SimEngine, request: SimRequest) -> None:
+        tree = self._trees[id(engine)]
+        for link in request.chain_hashes:
+            tree[link] = None
+            tree.move_to_end(link)
+        while len(tree) > TREE_CAP_HASHES:
+            tree.popitem(last=False)
+
+    async def send(self, request: SimRequest) -> Routed:
+        engine = self._choose(request)
+        self._insert(engine, request)
+        self._outstanding[id(engine)] += 1
+        try:
+            served = await engine.serve(request.prompt)
+        finally:
+            self._outstanding[id(engine)] -= 1
+        return Routed(engine, served, 0.0)
+
+
+def make_router(
+    policy: str, engines: Sequence[SimEngine], clock: Clock, seed: int
+) -> PharosRouter | DirectRouter:
+    if policy in PHAROS_POLICIES:
+        return PharosRouter(policy, engines, clock, seed)
+    return DirectRouter(policy, engines, seed)

@@ -1,0 +1,159 @@
+"""One simulated run: a fleet, a workload, a router, a seed; and what it measured.
+
+Each user's sessions run one after another (a person has one conversation open), all
+users at once, for `duration_s` of virtual time; turns already sent finish. Traffic that
+bypasses the router (noise) runs beside it and is left out of the figures.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import statistics
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from pharos.sim.engines import HostSpec, SimEngine
+from pharos.sim.routers import PharosRouter, make_router
+from pharos.sim.traces import Mix, Session, build_request, sessions
+from pharos.sim.vloop import VirtualClock, VirtualTimeLoop, run_virtual
+
+SCRAPE_INTERVAL_S = 1.0
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    about: str
+    hosts: tuple[HostSpec, ...]
+    mix: Mix
+    duration_s: float = 600.0
+
+    def with_duration(self, duration_s: float) -> Scenario:
+        return dataclasses.replace(self, duration_s=duration_s)
+
+
+@dataclass(frozen=True)
+class Sample:
+    klass: str
+    user: str
+    ttft_s: float
+    prompt_tokens: int
+    cached_tokens: int
+    router_wait_s: float
+
+
+@dataclass(frozen=True)
+class Result:
+    scenario: str
+    policy: str
+    seed: int
+    samples: tuple[Sample, ...]
+    model_loads: int
+    engine_of_turn: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def cache_hit_ratio(self) -> float:
+        prompt = sum(s.prompt_tokens for s in self.samples)
+        return 0.0 if prompt == 0 else sum(s.cached_tokens for s in self.samples) / prompt
+
+    def ttft(self, q: float, klass: str | None = None) -> float:
+        values = sorted(s.ttft_s for s in self.samples if klass is None or s.klass == klass)
+        return percentile(values, q)
+
+    @property
+    def classes(self) -> list[str]:
+        return sorted({s.klass for s in self.samples})
+
+    @property
+    def fairness(self) -> float:
+        """Jain's index over the mean TTFT of users of one request class (1.0 when all wait
+        alike), the worst class: a classifier and an agent are not expected to wait alike."""
+        by_class: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for sample in self.samples:
+            by_class[sample.klass][sample.user].append(sample.ttft_s)
+        return min((_jain(users) for users in by_class.values()), default=1.0)
+
+
+def _jain(by_user: dict[str, list[float]]) -> float:
+    means = [statistics.fmean(v) for v in by_user.values()]
+    if not means or sum(means) == 0:
+        return 1.0
+    return sum(means) ** 2 / (len(means) * sum(m * m for m in means))
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    index = min(len(sorted_values) - 1, max(0, round(q * (len(sorted_values) - 1))))
+    return sorted_values[index]
+
+
+async def _simulate(scenario: Scenario, policy: str, seed: int) -> Result:
+    loop = asyncio.get_running_loop()
+    assert isinstance(loop, VirtualTimeLoop)
+    clock = VirtualClock(loop)
+    engines = [SimEngine(spec, loop) for spec in scenario.hosts]
+    router = make_router(policy, engines, clock, seed)
+    samples: list[Sample] = []
+    engine_of_turn: dict[str, list[str]] = defaultdict(list)
+    end_s = clock.now() + scenario.duration_s
+
+    async def run_user(user_sessions: list[Session]) -> None:
+        for session in user_sessions:
+            await asyncio.sleep(max(0.0, session.start_s - clock.now()))
+            for index, turn in enumerate(session.turns):
+                await asyncio.sleep(turn.think_s)
+                if clock.now() >= end_s:
+                    return
+                request = build_request(session, index)
+                sent_s = clock.now()
+                if session.bypasses_router:
+                    await engines[0].serve(request.prompt)
+                    continue
+                routed = await router.send(request)
+                samples.append(
+                    Sample(
+                        session.klass,
+                        session.user,
+                        routed.router_wait_s + routed.served.first_token_s,
+                        routed.served.prompt_tokens,
+                        routed.served.cached_tokens,
+                        routed.router_wait_s,
+                    )
+                )
+                engine_of_turn[f"{session.user}@{session.start_s:.0f}"].append(
+                    routed.engine.spec.name
+                )
+                assert clock.now() >= sent_s
+
+    async def scrape_forever() -> None:
+        while True:
+            await asyncio.sleep(SCRAPE_INTERVAL_S)
+            router.scrape()
+
+    by_user: dict[str, list[Session]] = defaultdict(list)
+    for session in sessions(scenario.mix, scenario.duration_s, seed):
+        by_user[session.user].append(session)
+    scraper = asyncio.create_task(scrape_forever()) if isinstance(router, PharosRouter) else None
+    try:
+        await asyncio.gather(
+            *(run_user(sorted(s, key=lambda x: x.start_s)) for s in by_user.values())
+        )
+    finally:
+        if scraper is not None:
+            scraper.cancel()
+    return Result(
+        scenario.name,
+        policy,
+        seed,
+        tuple(samples),
+        sum(e.loads for e in engines),
+        dict(engine_of_turn),
+    )
+
+
+def simulate(scenario: Scenario, policy: str, seed: int) -> Result:
+    """Run one (scenario, policy, seed) on its own virtual-time loop; deterministic."""
+    return run_virtual(_simulate(scenario, policy, seed))

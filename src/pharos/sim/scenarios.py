@@ -1,0 +1,81 @@
+"""The scenarios `pharos sim` runs, each testing one claim (spec §14 layer 5, §16).
+
+Host numbers: `llamacpp` mirrors the real-engine run of issue 15 (SmolLM2-135M on one
+CPU thread, ~170 prefill tok/s, 2 slots); `fast`/`slow` differ in speed by 3x; the
+Ollama fleet is the spec's first simulator runs (3 hosts that each fit 2 of 3 models).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+
+from pharos.sim.engines import Flavour, HostSpec
+from pharos.sim.run import Scenario
+from pharos.sim.traces import Mix
+
+
+def _cpu(name: str, speed: float = 1.0) -> HostSpec:
+    return HostSpec(
+        name,
+        Flavour.LLAMACPP,
+        prefill_s_per_token=1 / 170 / speed,
+        decode_s_per_token=1 / 60 / speed,
+        host_cache_tokens=200_000,
+    )
+
+
+def _ollama(name: str) -> HostSpec:
+    return HostSpec(
+        name,
+        Flavour.OLLAMA,
+        models=("a", "b", "c"),
+        model_gb=(4.0, 4.0, 4.0),
+        memory_gb=9.0,
+        load_s=8.0,
+    )
+
+
+SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
+    {
+        s.name: s
+        for s in (
+            Scenario(
+                "chat",
+                "two equal llama.cpp hosts, six users in multi-turn chats",
+                (_cpu("e0"), _cpu("e1")),
+                Mix(chat_users=6),
+            ),
+            Scenario(
+                "noisy",
+                "as chat, and a client loading e0 directly, unseen by the router",
+                (_cpu("e0"), _cpu("e1")),
+                Mix(chat_users=6, noise_users=2),
+            ),
+            Scenario(
+                "hetero",
+                "a fast and a slow host (3x apart), six chat users",
+                (_cpu("fast", 2.0), _cpu("slow", 2.0 / 3.0)),
+                Mix(chat_users=6),
+            ),
+            Scenario(
+                "agents",
+                "coding agents (2k-token system, 36 tools) and classifier calls on two hosts",
+                (_cpu("e0", 3.0), _cpu("e1", 3.0)),
+                Mix(chat_users=2, agent_users=3, classifier_users=2),
+            ),
+            Scenario(
+                "cold-burst",
+                "three Ollama hosts each fitting 2 of 3 models; chats on a and b, a burst on c",
+                (_ollama("o0"), _ollama("o1"), _ollama("o2")),
+                Mix(
+                    chat_users=8,
+                    burst_users=8,
+                    burst_at_s=120.0,
+                    models=("a", "b"),
+                    burst_model="c",
+                ),
+            ),
+        )
+    }
+)

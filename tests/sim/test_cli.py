@@ -1,0 +1,67 @@
+"""`pharos sim` from the command line."""
+
+from pathlib import Path
+
+import pytest
+
+from pharos.cmd.main import main
+
+
+def test_sim_prints_one_row_per_policy(capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(
+        [
+            "sim",
+            "--scenario",
+            "chat",
+            "--policies",
+            "cost,sticky",
+            "--seeds",
+            "1,2",
+            "--duration",
+            "60",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert status == 0
+    rows = [line.split()[0] for line in out.splitlines() if line.startswith(("cost", "sticky"))]
+    assert rows == ["cost", "sticky", "cost", "sticky"]  # the figures table, then per class
+    assert " / " in out  # two seeds side by side
+
+
+@pytest.mark.parametrize(
+    ("argv", "names"),
+    [
+        (["--scenario", "nope"], "--scenario: unknown nope"),
+        (["--policies", "magic"], "--policies: unknown magic"),
+        (["--seeds", "one"], "--seeds"),
+        (["--duration", "0"], "--duration"),
+    ],
+)
+def test_bad_arguments_are_one_line_naming_the_flag(
+    argv: list[str], names: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sim", *argv]) == 2
+    err = capsys.readouterr().err
+    assert names in err
+    assert "Traceback" not in err
+
+
+def test_plot_writes_an_svg(tmp_path: Path) -> None:
+    assert (
+        main(
+            [
+                "sim",
+                "--policies",
+                "cost",
+                "--seeds",
+                "1",
+                "--duration",
+                "60",
+                "--plot",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    svg = (tmp_path / "sim-chat.svg").read_text()
+    assert svg.startswith("<svg") and "polyline" in svg

@@ -1,0 +1,157 @@
+"""Simulated engines behave as the measured ones do (spec §14 assumptions ledger)."""
+
+import asyncio
+from collections.abc import Sequence
+
+import pytest
+
+from pharos.sim.engines import Flavour, HostSpec, Prompt, Served, SimEngine
+from pharos.sim.vloop import run_virtual
+
+
+def prompt(*links: int, tokens_each: int = 100, completion: int = 10, model: str = "m") -> Prompt:
+    return Prompt(
+        model=model,
+        hashes=tuple(links),
+        cum_tokens=tuple(tokens_each * (i + 1) for i in range(len(links))),
+        completion_tokens=completion,
+        reply_hash=hash(links) & 0xFFFF_FFFF,
+        reply_tokens=20,
+    )
+
+
+def follow_up(previous: Prompt, *links: int) -> Prompt:
+    """The next turn: the previous prompt, its reply, then new messages."""
+    base = (*previous.hashes, previous.reply_hash)
+    cum = (*previous.cum_tokens, previous.tokens + previous.reply_tokens)
+    extra = tuple(cum[-1] + 100 * (i + 1) for i in range(len(links)))
+    return Prompt("m", (*base, *links), (*cum, *extra), 10, 99, 20)
+
+
+async def _serve_all(engine: SimEngine, prompts: Sequence[Prompt]) -> list[Served]:
+    return list(await asyncio.gather(*(engine.serve(p) for p in prompts)))
+
+
+def llamacpp(*, slots: int = 2, host_cache_tokens: int = 0) -> HostSpec:
+    return HostSpec(
+        "e",
+        Flavour.LLAMACPP,
+        slots=slots,
+        prefill_s_per_token=0.01,
+        decode_s_per_token=0.01,
+        contention=0.0,
+        host_cache_tokens=host_cache_tokens,
+    )
+
+
+def test_a_follow_up_turn_finds_the_previous_prompt_and_reply_cached_in_its_slot() -> None:
+    async def main() -> tuple[Served, Served]:
+        engine = SimEngine(llamacpp(), asyncio.get_running_loop())
+        first = prompt(1, 2)
+        served_first = await engine.serve(first)
+        return served_first, await engine.serve(follow_up(first, 3))
+
+    first, second = run_virtual(main())
+    assert first.cached_tokens == 0
+    assert first.first_token_s == pytest.approx(200 * 0.01)
+    assert second.cached_tokens == 220  # 2 messages + the reply
+    assert second.first_token_s == pytest.approx(100 * 0.01)
+
+
+def test_a_request_beside_the_one_holding_its_prefix_prefills_it_in_full() -> None:
+    """Per-slot caching: the prompt is cached for others only once its request ends."""
+
+    async def main() -> list[Served]:
+        engine = SimEngine(llamacpp(), asyncio.get_running_loop())
+        return await _serve_all(engine, [prompt(1, 2), prompt(1, 2, 3)])
+
+    assert [s.cached_tokens for s in run_virtual(main())] == [0, 0]
+
+
+def test_a_third_request_on_two_slots_waits_and_the_engine_reports_it() -> None:
+    async def main() -> tuple[list[Served], tuple[int, int]]:
+        engine = SimEngine(llamacpp(), asyncio.get_running_loop())
+        tasks = [asyncio.create_task(engine.serve(prompt(i))) for i in (1, 2, 3)]
+        await asyncio.sleep(0.5)
+        counts = engine.counts()
+        return list(await asyncio.gather(*tasks)), (counts.running, counts.waiting)
+
+    served, (running, waiting) = run_virtual(main())
+    assert (running, waiting) == (2, 1)
+    assert served[2].engine_waited_s == pytest.approx(1.0 + 0.1)  # 100 prefill + 10 decode
+
+
+def test_host_memory_cache_keeps_a_prompt_whose_slot_was_reused() -> None:
+    """llama.cpp --cache-ram: with it, a user whose slot another took still finds its prefix."""
+
+    async def run(host_cache_tokens: int) -> int:
+        engine = SimEngine(
+            llamacpp(slots=1, host_cache_tokens=host_cache_tokens), asyncio.get_running_loop()
+        )
+        mine = prompt(1, 2)
+        await engine.serve(mine)
+        await engine.serve(prompt(7, 8))
+        return (await engine.serve(follow_up(mine, 3))).cached_tokens
+
+    assert run_virtual(run(0)) == 0
+    assert run_virtual(run(10_000)) == 220
+
+
+def ollama(memory_gb: float) -> HostSpec:
+    return HostSpec(
+        "o",
+        Flavour.OLLAMA,
+        models=("a", "b"),
+        model_gb=(4.0, 4.0),
+        memory_gb=memory_gb,
+        load_s=8.0,
+        prefill_s_per_token=0.001,
+        decode_s_per_token=0.001,
+        contention=0.0,
+    )
+
+
+def test_a_burst_on_a_cold_model_waits_behind_one_load() -> None:
+    async def main() -> tuple[list[Served], int]:
+        engine = SimEngine(ollama(9.0), asyncio.get_running_loop())
+        served = await _serve_all(engine, [prompt(i, model="a") for i in (1, 2)])
+        return served, engine.loads
+
+    served, loads = run_virtual(main())
+    assert loads == 1
+    assert all(s.load_s == pytest.approx(8.0) for s in served)
+
+
+def test_a_load_evicts_an_idle_model_and_never_one_with_requests_running() -> None:
+    async def main() -> tuple[float, int, dict[str, bool]]:
+        engine = SimEngine(ollama(5.0), asyncio.get_running_loop())
+        long_a = asyncio.create_task(
+            engine.serve(prompt(1, tokens_each=1000, completion=20_000, model="a"))
+        )
+        await asyncio.sleep(10.0)  # a is loaded and busy for 20 s of decode
+        b = await engine.serve(prompt(2, model="b"))
+        await long_a
+        return b.first_token_s, engine.loads, engine.counts().loaded
+
+    b_first_token_s, loads, loaded = run_virtual(main())
+    assert b_first_token_s > 20.0  # waited for a's request to end before unloading it
+    assert loads == 2
+    assert loaded == {"a": False, "b": True}
+
+
+def test_a_shared_cache_engine_credits_a_prefix_at_the_end_of_its_prefill() -> None:
+    """vLLM shares one cache (assumed): a request beside another already finds its prefix."""
+
+    async def main() -> list[Served]:
+        engine = SimEngine(
+            HostSpec(
+                "v", Flavour.VLLM, prefill_s_per_token=0.01, decode_s_per_token=0.1, contention=0.0
+            ),
+            asyncio.get_running_loop(),
+        )
+        first = asyncio.create_task(engine.serve(prompt(1, 2, completion=100)))
+        await asyncio.sleep(5.0)  # first's prefill (2 s) is over; it is decoding
+        second = await engine.serve(prompt(1, 2, 3))
+        return [await first, second]
+
+    assert [s.cached_tokens for s in run_virtual(main())] == [0, 200]
