@@ -6,7 +6,8 @@ Runs inside the busybox image with the host's /usr, pyenv and this worktree (its
 mounted read-only; listens on 0.0.0.0 inside the container (reachable only from the host
 over docker0). `--log` copies a recorded engine.log to stderr at startup, as the engine
 would print it (Ollama 0.34.4 prints its server config line once there). The model loads in
-0.2 s instead of the ledger's 8 s so tests don't wait on a synthetic load.
+0.2 s instead of the ledger's 8 s so tests don't wait on a synthetic load, and a reply runs to
+its max_tokens (the e2e needs streams long enough to cut and to drain).
 """
 
 from __future__ import annotations
@@ -27,7 +28,8 @@ MODEL = "qwen2.5:0.5b"
 
 
 def build(kind: str) -> FakeEngine:
-    ledger = dataclasses.replace(DEFAULT_LEDGER, load_s=0.2)
+    # Long replies when asked (natural_stop off): the e2e cuts and drains long streams.
+    ledger = dataclasses.replace(DEFAULT_LEDGER, load_s=0.2, natural_stop=False)
     if kind == "ollama":
         return FakeOllama([FakeModel(MODEL)], ledger=ledger)
     if kind == "vllm":

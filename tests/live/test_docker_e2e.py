@@ -135,9 +135,17 @@ async def until_metrics(stack: Stack, check: object, what: str, timeout_s: float
 
 
 def kinds_up(text: str) -> list[str]:
+    """The kinds of the backends that are up: pharos_backend_up{backend} joined with
+    pharos_backend_info{backend,kind,version} (up carries no kind or version label)."""
+    backend = re.compile(r'backend="([^"]+)"')
+    kinds = {
+        b[1]: k[1]
+        for key in samples(text, "pharos_backend_info")
+        if (b := backend.search(key)) and (k := re.search(r'kind="(\w+)"', key))
+    }
     ups = samples(text, "pharos_backend_up")
     return sorted(
-        m[1] for key, v in ups.items() if v == 1.0 if (m := re.search(r'kind="(\w+)"', key))
+        kinds.get(b[1], "?") for key, v in ups.items() if v == 1.0 if (b := backend.search(key))
     )
 
 
@@ -233,16 +241,28 @@ async def test_an_engine_killed_mid_stream_cuts_only_that_stream(stack: Stack) -
     assert stack.container(survivor)
 
 
+async def until_healthy(container: str, timeout_s: float = 90.0) -> None:
+    """Docker runs the first HEALTHCHECK one interval after the start: wait for it."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        health = json.loads(docker("inspect", "-f", "{{json .State.Health}}", container))
+        if health["Status"] == "healthy":
+            return
+        assert health["Status"] == "starting", health
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not healthy within {timeout_s:.0f} s: {health}")
+        await asyncio.sleep(1.0)
+
+
 async def test_sigterm_lets_a_stream_in_flight_finish_and_the_container_exits_0(
     stack: Stack,
 ) -> None:
+    pharos = stack.container("pharos")
+    await until_healthy(pharos)  # the image's HEALTHCHECK on /healthz
     async with aiohttp.ClientSession() as client:
         first = asyncio.Event()
         running = asyncio.create_task(stream(client, stack.base, chat(OLLAMA_MODEL, 120), first))
         await asyncio.wait_for(first.wait(), 30)
-        pharos = stack.container("pharos")
-        health = json.loads(docker("inspect", "-f", "{{json .State.Health}}", pharos))
-        assert health["Status"] == "healthy", health  # the image's HEALTHCHECK on /healthz
         assert docker("inspect", "-f", "{{.Config.User}}", pharos) == "pharos"
         stopping = asyncio.create_task(asyncio.to_thread(docker, "stop", "-t", "60", pharos))
         got = await asyncio.wait_for(running, 60)
