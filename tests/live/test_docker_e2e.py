@@ -149,6 +149,10 @@ def kinds_up(text: str) -> list[str]:
     )
 
 
+def feeds_up(text: str) -> list[float]:
+    return sorted(samples(text, "pharos_backend_log_feed_up").values())
+
+
 def chat(model: str, max_tokens: int) -> dict[str, object]:
     return {
         "model": model,
@@ -189,7 +193,9 @@ def usage_chunks(events: list[bytes]) -> list[bytes]:
 async def test_every_labelled_engine_is_found_with_its_kind(stack: Stack) -> None:
     """Two Ollama (kind auto, exposed port 11434) and llama-server through pharos.port."""
     text = await until_metrics(
-        stack, lambda t: kinds_up(t) == ["llamacpp", "ollama", "ollama"], "3 engines up"
+        stack,
+        lambda t: kinds_up(t) == ["llamacpp", "ollama", "ollama"] and feeds_up(t) == [1.0, 1.0],
+        "3 engines up and both Ollama log feeds connected",
     )
     feeds = samples(text, "pharos_backend_log_feed_up")  # Ollama's recipe has a log probe
     assert sorted(feeds.values()) == [1.0, 1.0], feeds

@@ -53,6 +53,12 @@ def router_pair(engine_logs: Path) -> Iterator[tuple[RunningEngine, RunningEngin
         pytest.fail(str(missing), pytrace=False)
 
 
+@pytest.mark.xfail(
+    strict=False,
+    reason="flaky on 2 cores: passed in 2 of 3 runs (2026-12-01); in the third the burst was "
+    "spread over both routers. Suspected: a router answering 503 while its child loads makes "
+    "Pharos retry on the other, cold router (issue 14, open).",
+)
 async def test_a_burst_for_a_cold_model_loads_it_on_one_router_only(
     router_pair: tuple[RunningEngine, RunningEngine],
 ) -> None:
