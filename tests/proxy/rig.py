@@ -15,6 +15,7 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 
 from pharos.cmd.runtime import Pharos, RuntimeOptions, running
 from pharos.config import Config, Limits
@@ -56,6 +57,18 @@ async def kill(fake: FakeEngine) -> None:
             handler.force_close()
 
 
+def add_middleware(fake: FakeEngine, middleware: Middleware) -> None:
+    """Every app the fake builds from now on runs `middleware` in front of its routes."""
+    original = fake.app
+
+    def app() -> web.Application:
+        built = original()
+        built.middlewares.append(middleware)
+        return built
+
+    fake.app = app  # type: ignore[method-assign]
+
+
 class Interceptor:
     """Sees every body a fake is sent and, when `refuse_with` is set, answers POSTs itself
     (an engine that refuses with a 5xx, or lacks a route)."""
@@ -63,14 +76,7 @@ class Interceptor:
     def __init__(self, fake: FakeEngine) -> None:
         self.bodies: list[tuple[str, bytes]] = []
         self.refuse_with: tuple[int, bytes] | None = None
-        original = fake.app
-
-        def app() -> web.Application:
-            built = original()
-            built.middlewares.append(self._middleware)
-            return built
-
-        fake.app = app  # type: ignore[method-assign]
+        add_middleware(fake, self._middleware)
 
     @web.middleware
     async def _middleware(

@@ -20,7 +20,7 @@ from pharos.config import ConfigError
 from pharos.config.load import parse_config
 from pharos.fakeengine import FakeEngine, FakeLlamaCpp, FakeVLLM, no_sleep, serve
 from pharos.proxy.credentials import CredentialTable
-from tests.proxy.rig import FAST_STATE
+from tests.proxy.rig import FAST_STATE, add_middleware
 
 SECRET = "upstream-secret-4f1c"
 HEADER_SECRET = "header-secret-9d2e"
@@ -32,14 +32,7 @@ class Gate:
     def __init__(self, fake: FakeEngine, key: str | None) -> None:
         self.key = key
         self.seen: list[dict[str, str]] = []
-        original = fake.app
-
-        def app() -> web.Application:
-            built = original()
-            built.middlewares.append(self._middleware)
-            return built
-
-        fake.app = app  # type: ignore[method-assign]
+        add_middleware(fake, self._middleware)
 
     @web.middleware
     async def _middleware(
