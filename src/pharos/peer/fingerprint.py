@@ -1,4 +1,5 @@
-"""The fingerprint peers compare (spec §10): static backend set, key set, usage zone.
+"""The fingerprint peers compare (spec §10): static backend set, key set (with every
+access flag: admin, metrics), usage zone.
 
 Peers that differ route differently or count tokens_per_day over different days;
 a mismatch is logged once and shown, never silently accepted. Docker-discovered
@@ -35,6 +36,7 @@ def fingerprint(config: Config, zone: str) -> int:
             key.weight,
             sorted(key.models),
             key.admin,
+            key.metrics,
         )
         for key in config.keys
     )
