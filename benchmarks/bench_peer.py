@@ -14,14 +14,28 @@ import asyncio
 import gc
 import os
 import time
-from typing import cast
+from collections.abc import Coroutine
+from dataclasses import dataclass
+from typing import TypeVar, cast
 from zoneinfo import ZoneInfo
 
+from prometheus_client import CollectorRegistry
+
 from pharos.clock import FakeClock
+from pharos.obs.looplag import LoopLag
 from pharos.peer.restore import Shared, build_snapshot, merge_snapshot
 from pharos.peer.table import PeerTable
-from pharos.peer.wire import Delta, decode_snapshot, encode
+from pharos.peer.wire import (
+    SLICE_ENTRIES,
+    Buffer,
+    Delta,
+    Snapshot,
+    decode_snapshot,
+    encode,
+    encode_entries,
+)
 from pharos.prefix import PrefixIndex, PrefixOp, Source
+from pharos.prefix.index import SHARDS
 from pharos.sched import Gauges, Scheduler
 from pharos.state import State, StatRecord
 from pharos.state.registry import TargetRegistry
@@ -32,6 +46,8 @@ ENTRIES = 2_000 if SMOKE else 200_000
 PUSHES = 500 if SMOKE else 50_000
 TARGETS = [f"http://gpu-{i}:11434 qwen2.5:7b" for i in range(8)]
 WALL_S = 1_790_000_040.0
+CELL_DAYS = 5 if SMOKE else 300  # Day cells in the snapshot: 10 keys x 3 models x days
+T = TypeVar("T")
 
 
 def _percentiles_us(samples_ns: list[int]) -> tuple[float, float, float]:
@@ -68,10 +84,10 @@ class Targets:
         return self.registry.export()
 
 
-def _shared() -> Shared:
+def _shared(shards: int) -> Shared:
     clock = FakeClock(start_wall=WALL_S)
     return Shared(
-        prefix=PrefixIndex(cap_entries=ENTRIES, clock=clock),
+        prefix=PrefixIndex(cap_entries=ENTRIES, clock=clock, shards=shards),
         state=cast(State, Targets()),
         usage=UsageBook(clock, ZoneInfo("UTC"), origin=1),
         sched=cast(Scheduler, None),
@@ -150,43 +166,110 @@ async def _stalls(work: asyncio.Task[object]) -> list[int]:
     return gaps
 
 
-async def bench_snapshot() -> None:
-    source = _shared()
+@dataclass
+class Run:
+    """One build or merge: CPU stalls between yields, and what the loop-lag monitor saw."""
+
+    seconds: float
+    gaps_ns: list[int]
+    lag: LoopLag
+    lags_s: list[float]
+
+    def line(self, name: str) -> str:
+        _, p99_us, worst_us = _percentiles_us([g for g in self.gaps_ns if g > 0])
+        lags = sorted(self.lags_s) or [0.0]
+        lag_p99 = lags[min(len(lags) - 1, len(lags) * 99 // 100)]
+        return (
+            f"bench peer-snapshot-{name} total_s={self.seconds:.2f} step_cpu_p99_us={p99_us:.0f} "
+            f"step_cpu_max_us={worst_us:.0f} looplag_p99_ms={lag_p99 * 1000:.2f} "
+            f"looplag_max_ms={self.lag.worst_s * 1000:.2f} looplag_samples={self.lag.samples}"
+        )
+
+
+async def _run(work: Coroutine[object, object, T]) -> tuple[T, Run]:
+    """`work` as a task, beside the loop-lag monitor (obs/looplag.py) sampling every 1 ms."""
+    lags_s: list[float] = []
+    loop = asyncio.get_running_loop()
+
+    async def sampled_sleep(interval_s: float) -> None:
+        asked_at = loop.time()
+        await asyncio.sleep(interval_s)
+        lags_s.append(max(0.0, loop.time() - asked_at - interval_s))
+
+    lag = LoopLag(CollectorRegistry(), interval_s=0.001, sleep=sampled_sleep)
+    lag.start()
+    start = time.perf_counter()
+    task = asyncio.create_task(work)
+    gaps = await _stalls(cast(asyncio.Task[object], task))
+    result = await task
+    seconds = time.perf_counter() - start
+    await lag.stop()
+    return result, Run(seconds, gaps, lag, lags_s)
+
+
+async def _build_in_one_encode(shared: Shared) -> list[Buffer]:
+    """The build as it was before (same run, for the ratio): slices exported between yields,
+    then the whole Snapshot encoded in one call."""
+    slices: list[memoryview] = []
+    batches = shared.prefix.export_batches(
+        shared.state.key_of, shared.state.generation_of, batch_entries=SLICE_ENTRIES
+    )
+    for batch in batches:
+        if batch:
+            slices.append(encode_entries(batch))
+        await asyncio.sleep(0)
+    snapshot = Snapshot(
+        prefix_slices=slices,
+        cells=shared.usage.export_snapshot(),
+        stats=shared.state.export_stats(),
+    )
+    return [encode(snapshot)]
+
+
+def _filled(shards: int) -> Shared:
+    source = _shared(shards)
     ids = [source.state.target_id_of(t) for t in TARGETS]
     for n in range(ENTRIES):
         target = ids[n % len(ids)]
         assert target is not None
         source.prefix._record((n * 2654435761 + 1,), target, 0, 900.0 + n / ENTRIES, 0)
     assert len(source.prefix) == ENTRIES
-    gc.collect()
-
-    start = time.perf_counter()
-    build = asyncio.create_task(build_snapshot(source))
-    build_gaps = await _stalls(cast(asyncio.Task[object], build))
-    data = await build
-    build_s = time.perf_counter() - start
-
-    into = _shared()
-    start = time.perf_counter()
-    snapshot = decode_snapshot(data)
-    decode_ms = (time.perf_counter() - start) * 1000
-    merge = asyncio.create_task(merge_snapshot(into, snapshot))
-    merge_gaps = await _stalls(cast(asyncio.Task[object], merge))
-    merged = await merge
-    merge_s = time.perf_counter() - start
-    assert merged == ENTRIES and len(into.prefix) == ENTRIES
-    restored = into.prefix.slots(next(iter(into.prefix)))[0]
-    assert restored.source is Source.RESTORED
-    again = asyncio.create_task(merge_snapshot(into, snapshot))  # a reconnect: index at its cap
-    again_gaps = await _stalls(cast(asyncio.Task[object], again))
-    await again
-    print(
-        f"info peer-snapshot-200k mb={len(data) / 1e6:.1f} build_s={build_s:.2f} "
-        f"merge_s={merge_s:.2f} outer_decode_ms={decode_ms:.1f}"
+    source.usage.merge(
+        Cell(origin=7, kind=DAY, bucket=day, key=f"key-{k}", model=f"model-{m}", requests=9)
+        for day in range(20716 - CELL_DAYS, 20717)
+        for k in range(10)
+        for m in range(3)
     )
-    for name, gaps in (("build", build_gaps), ("merge", merge_gaps), ("remerge", again_gaps)):
-        _, p99, worst = _percentiles_us([g for g in gaps if g > 0])
-        print(f"bench peer-snapshot-{name}-step-cpu p99_us={p99:.0f} max_us={worst:.0f}")
+    return source
+
+
+async def bench_snapshot() -> None:
+    """Before (one LRU, one encode) and after (SHARDS LRUs, the snapshot in parts), one run."""
+    for label, shards, build in (
+        ("before", 1, _build_in_one_encode),
+        ("after", None, build_snapshot),
+    ):
+        source = _filled(1 if shards == 1 else SHARDS)
+        gc.collect()
+        parts, built = await _run(build(source))
+        data = b"".join(parts)
+        into = _shared(1 if shards == 1 else SHARDS)
+        start = time.perf_counter()
+        snapshot = decode_snapshot(data)
+        decode_ms = (time.perf_counter() - start) * 1000
+        merged, merge = await _run(merge_snapshot(into, snapshot))
+        assert merged == ENTRIES and len(into.prefix) == ENTRIES
+        restored = into.prefix.slots(next(iter(into.prefix)))[0]
+        assert restored.source is Source.RESTORED
+        _, remerge = await _run(merge_snapshot(into, snapshot))  # a reconnect: index at its cap
+        print(
+            f"info peer-snapshot-200k-{label} mb={len(data) / 1e6:.1f} parts={len(parts)} "
+            f"cells={len(snapshot.cells)} outer_decode_ms={decode_ms:.1f}"
+        )
+        for name, run in (("build", built), ("merge", merge), ("remerge", remerge)):
+            print(run.line(f"{name}-{label}"))
+        del source, into, snapshot, data, parts
+        gc.collect()
 
 
 def main() -> None:

@@ -81,7 +81,7 @@ def test_merge_never_takes_a_peer_time_in_the_future(bad_wall_s: float) -> None:
 
 def test_export_lists_live_entries_most_recent_first_in_wall_time() -> None:
     clock = FakeClock()
-    index = PrefixIndex(clock=clock)
+    index = PrefixIndex(cap_entries=1_000, clock=clock)  # one LRU (tests/prefix/test_shards.py)
     index.record(CHAIN, 1, 1, clock.now() - 30.0)
     index.record(chain_for_chat(MODEL, None, [("user", "other")]), 2, 1, clock.now() - 10.0)
     index.record(chain_for_chat(MODEL, None, [("user", "orphan")]), 9, 1, clock.now())
@@ -132,7 +132,7 @@ def test_export_restore_round_trip_through_msgpack() -> None:
 
 def test_restore_into_a_smaller_index_keeps_the_most_recent_entries() -> None:
     clock = FakeClock()
-    sender = PrefixIndex(clock=clock)
+    sender = PrefixIndex(cap_entries=1_000, clock=clock)  # one LRU: its order is global
     for hash_ in range(10):
         sender.merge([PrefixOp(A, [hash_], clock.time() - 100 + hash_)], KEYS.get, _generation())
     small = PrefixIndex(cap_entries=3, clock=clock)
@@ -293,13 +293,13 @@ def test_the_index_never_exceeds_its_cap(cap: int, steps: list[tuple[str, int, l
 
 def test_export_batches_are_the_export_and_survive_changes_between_batches() -> None:
     clock = FakeClock()
-    index = PrefixIndex(clock=clock)
+    index = PrefixIndex(cap_entries=1_000, clock=clock)  # one LRU (test_shards.py: several)
     for hash_ in range(7):
         index.merge([PrefixOp(A, [hash_], clock.time() - 100 + hash_)], KEYS.get, _generation())
     expected = index.export(KEY_OF.get)
     assert [entry.hash for entry in expected] == list(range(6, -1, -1))
     sizes = [len(batch) for batch in index.export_batches(KEY_OF.get, batch_entries=3)]
-    assert sizes == [3, 3, 1]
+    assert sizes == [0, 3, 3, 1]  # 0: the step that copied the (only) shard
 
     batches = index.export_batches(KEY_OF.get, batch_entries=3)
     collected = list(next(batches))

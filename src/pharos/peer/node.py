@@ -187,7 +187,7 @@ class Node:
             return False
         try:
             snapshot = decode_snapshot(
-                reply.body, source=f"peer {link.address}", proto=self.options.proto
+                reply.payload(), source=f"peer {link.address}", proto=self.options.proto
             )
         except ProtoMismatch as err:
             log.error("%s", err)
@@ -224,7 +224,7 @@ class Node:
         if method == "POST" and path == DELTA_PATH:
             return await self._receive_delta(headers, body)
         if method == "GET" and path == SNAPSHOT_PATH:
-            return self._reply(200, await build_snapshot(self._shared))
+            return Reply(200, self.origin, b"", tuple(await build_snapshot(self._shared)))
         return self._reply(404, b'{"error": "no such peer endpoint"}')
 
     def _reply(self, status: int, body: bytes) -> Reply:

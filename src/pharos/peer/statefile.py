@@ -10,10 +10,11 @@ import asyncio
 import logging
 import os
 import tempfile
+from collections.abc import Sequence
 from contextlib import suppress
 from pathlib import Path
 
-from pharos.peer.wire import Snapshot, WireError, decode_snapshot, encode
+from pharos.peer.wire import Buffer, Snapshot, WireError, decode_snapshot, encode
 
 log = logging.getLogger("pharos.state_file")
 
@@ -57,7 +58,7 @@ def write_state_file(path: Path, snapshot: Snapshot) -> None:
 
 
 def write_state_bytes(path: Path, data: bytes) -> None:
-    _write_atomically(path, data)
+    _write_atomically(path, (data,))
 
 
 async def read_state_file_async(path: Path) -> Snapshot | None:
@@ -67,6 +68,12 @@ async def read_state_file_async(path: Path) -> Snapshot | None:
 async def write_state_bytes_async(path: Path, data: bytes) -> None:
     """The write (and its fsyncs) in a thread, off the event loop."""
     await asyncio.to_thread(write_state_bytes, path, data)
+
+
+async def write_state_parts_async(path: Path, parts: Sequence[Buffer]) -> None:
+    """A snapshot's parts (peer/restore.build_snapshot) written in order in a thread. Never
+    joined first: one 17 MB join holds the GIL, so the loop, for as long as the copy takes."""
+    await asyncio.to_thread(_write_atomically, path, tuple(parts))
 
 
 def _temp_prefix(path: Path) -> str:
@@ -94,12 +101,13 @@ def sweep_temp_files(path: Path) -> tuple[int, int]:
     return removed, removed_bytes
 
 
-def _write_atomically(path: Path, data: bytes) -> None:
+def _write_atomically(path: Path, parts: Sequence[Buffer]) -> None:
     directory = path.parent
     fd, temp_name = tempfile.mkstemp(dir=directory, prefix=_temp_prefix(path), suffix=_TEMP_SUFFIX)
     try:
         with os.fdopen(fd, "wb") as temp_file:
-            temp_file.write(data)
+            for part in parts:
+                temp_file.write(part)
             temp_file.flush()
             os.fsync(temp_file.fileno())
         os.replace(temp_name, path)

@@ -19,6 +19,12 @@ class Reply:
     status: int
     origin: int | None  # the answering instance's Pharos-Origin; None when absent or garbled
     body: bytes | bytearray  # bytearray: a big body is decoded where it was read, uncopied
+    parts: tuple[bytes | bytearray | memoryview, ...] = ()
+    """A big answer (a snapshot) to write part after part instead of `body`."""
+
+    def payload(self) -> bytes | bytearray:
+        """The whole answer as one buffer (in memory, in tests; the HTTP server streams)."""
+        return b"".join(self.parts) if self.parts else self.body
 
 
 class Unreachable(Exception):

@@ -1,6 +1,6 @@
 """Bounded LRU index: prefix hash -> up to 4 targets that recently served it (spec §6).
 
-Memory: one OrderedDict[int, bytes]; a value packs its slots as 17-byte records
+Memory: OrderedDict[int, bytes] (one per shard, below); a value packs its slots as 17-byte records
 (last_used_s float64, target_id uint32, generation uint32, source uint8): measured
 ~190 B per one-slot entry and ~240 B per four-slot entry all-in, so a full 200k
 index keeps process RSS near 75 MB (benchmarks/bench_prefix.py), under the 120 MB
@@ -16,27 +16,36 @@ times gives the same memberships:
   record's, which is always the target's current one.
 - a new target in a full entry replaces the least recently used slot only if it
   is more recent than that slot; on a tie the first arrival keeps it.
+
+Shards: an index of SHARD_MIN_CAP entries or more is SHARDS LRUs chosen by the hash's low
+bits (SHA-256 bits: uniform), each capped at cap/SHARDS. One OrderedDict of 200k entries
+rehashes all of them in one step when it grows past 174,762 entries (13 ms measured while
+a 200k snapshot merged into an empty index) and again every ~500k inserts at its cap; a
+shard rehashes a thirty-second. Exports walk the shards one at a time (see export_batches).
 """
 
 from __future__ import annotations
 
 import enum
 import math
-import struct
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 
 from pharos.clock import Clock, SystemClock
 from pharos.prefix.chain import Chain
-from pharos.prefix.wire import ExportedSlot, PrefixEntry, PrefixOp
+from pharos.prefix.export import DONE, SLOT, U32, ShardCopy, copy_shard, export_entries
+from pharos.prefix.wire import PrefixEntry, PrefixOp
 
 MAX_SLOTS = 4
 DEFAULT_CAP_ENTRIES = 200_000
+SHARDS = 32
+SHARD_MIN_CAP = 65_536
+"""Below this an index is one LRU (exact LRU order; every small-cap test relies on it)."""
 
-_SLOT = struct.Struct("<dIIB")
-_SLOT_BYTES = _SLOT.size
-_U32 = 0xFFFF_FFFF
+_SLOT = SLOT
+_SLOT_BYTES = SLOT.size
+_U32 = U32
 
 
 class Source(enum.Enum):
@@ -100,29 +109,52 @@ def _with_slot(
 class PrefixIndex:
     """Owns the LRU of prefix hashes. Every method is synchronous and O(chain length)."""
 
-    def __init__(self, cap_entries: int = DEFAULT_CAP_ENTRIES, *, clock: Clock | None = None):
+    def __init__(
+        self,
+        cap_entries: int = DEFAULT_CAP_ENTRIES,
+        *,
+        clock: Clock | None = None,
+        shards: int | None = None,
+    ):
+        """`shards`: None picks SHARDS from SHARD_MIN_CAP entries up, else 1; the benchmark
+        passes 1 to measure one big LRU beside the sharded one."""
         if cap_entries < 1:
             raise ValueError(f"prefix index cap_entries must be at least 1, got {cap_entries}")
+        if shards is not None and (shards < 1 or shards & (shards - 1)):
+            raise ValueError(f"prefix index shards must be a power of two, got {shards}")
         self._cap_entries = cap_entries
         self._clock: Clock = SystemClock() if clock is None else clock
-        self._entries: OrderedDict[int, bytes] = OrderedDict()
+        count = shards if shards is not None else SHARDS if cap_entries >= SHARD_MIN_CAP else 1
+        self._mask = count - 1
+        self._shard_cap = -(-cap_entries // count)
+        self._shards: tuple[OrderedDict[int, bytes], ...] = tuple(
+            OrderedDict() for _ in range(count)
+        )
+        # Exports in progress: for each, per shard, its copy taken before the shard changed
+        # (None: not copied yet). See export_batches.
+        self._exports: list[list[ShardCopy | None]] = []
 
     @property
     def cap_entries(self) -> int:
         return self._cap_entries
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return sum(len(shard) for shard in self._shards)
 
     def __contains__(self, hash_: object) -> bool:
-        return hash_ in self._entries
+        if not isinstance(hash_, int):
+            return False
+        return hash_ in self._shards[hash_ & self._mask]
 
     def __iter__(self) -> Iterator[int]:
-        """Hashes, least recently used first."""
-        return iter(list(self._entries))
+        """Hashes, least recently used first (within each shard; shards one after another)."""
+        return iter([hash_ for shard in self._shards for hash_ in shard])
+
+    def _shard(self, hash_: int) -> OrderedDict[int, bytes]:
+        return self._shards[hash_ & self._mask]
 
     def slots(self, hash_: int) -> tuple[Slot, ...]:
-        packed = self._entries.get(hash_)
+        packed = self._shard(hash_).get(hash_)
         if packed is None:
             return ()
         return tuple(
@@ -144,10 +176,12 @@ class PrefixIndex:
         """
         found: dict[int, Match] = {}
         current: dict[int, int | None] = {}
-        entries = self._entries
+        shards = self._shards
+        mask = self._mask
         hashes = chain.hashes
         for i in range(len(hashes) - 1, -1, -1):
-            packed = entries.get(hashes[i])
+            hash_ = hashes[i]
+            packed = shards[hash_ & mask].get(hash_)
             if packed is None:
                 continue
             for _used_s, target_id, generation, source in _SLOT.iter_unpack(packed):
@@ -230,34 +264,49 @@ class PrefixIndex:
         target_key_of: Callable[[int], str | None],
         generation_of: Callable[[int], int | None] | None = None,
         batch_entries: int = 500,
-    ) -> Iterator[list[PrefixEntry]]:
-        """`export` in batches; it works on a copy taken at the first batch, so the
-        caller may await between batches while the index keeps changing."""
+    ) -> Generator[list[PrefixEntry], None, None]:
+        """`export` in batches, shard after shard, each most recently used first; the caller
+        may await between batches while the index keeps changing.
+
+        Never torn: the batches are exactly the index as it was at the first batch. A shard
+        is copied when the export reaches it, or earlier by the first record or removal that
+        would change it (copy before write), so every copy is the shard as it was when the
+        export began. No step copies more than one shard (1/SHARDS of the index): one copy of a
+        200k index in a step stalled the loop 10-21 ms. The empty batch before each shard's
+        entries ends the step that copied it.
+        """
         local_to_wall_s = self._clock.time() - self._clock.now()
-        # Two flat copies, not a list of (hash, packed) tuples: 200k tuples took 20-40 ms of
-        # one event-loop step on these machines, the lists a few (benchmarks/bench_peer.py).
-        hashes = list(self._entries)
-        values = list(self._entries.values())
-        hashes.reverse()
-        values.reverse()
+        copies: list[ShardCopy | None] = [None] * len(self._shards)
+        self._exports.append(copies)
         key_of_slot: dict[int, str | None] = {}  # (target_id << 32 | generation) -> key
-        for start in range(0, len(hashes), batch_entries):
-            batch: list[PrefixEntry] = []
-            end = start + batch_entries
-            for hash_, packed in zip(hashes[start:end], values[start:end], strict=True):
-                slots: list[ExportedSlot] = []
-                for used_s, target_id, generation, _source in _SLOT.iter_unpack(packed):
-                    slot_key = (target_id << 32) | generation
-                    if slot_key in key_of_slot:
-                        key = key_of_slot[slot_key]
-                    else:
-                        key = _exported_key(target_id, generation, target_key_of, generation_of)
-                        key_of_slot[slot_key] = key
-                    if key is not None:
-                        slots.append(ExportedSlot(key, used_s + local_to_wall_s))
-                if slots:
-                    batch.append(PrefixEntry(hash_, slots))
-            yield batch
+        try:
+            for number in range(len(self._shards)):
+                copy = copies[number]
+                if copy is None:
+                    copy = copy_shard(self._shards[number])
+                    copies[number] = DONE
+                    yield []  # copying a shard is a step of its own (~1 ms at 6.25k entries)
+                hashes, values = copy
+                copies[number] = DONE  # later writes to this shard need no copy
+                for start in range(0, len(hashes), batch_entries):
+                    end = start + batch_entries
+                    batch = export_entries(
+                        hashes[start:end],
+                        values[start:end],
+                        local_to_wall_s,
+                        key_of_slot,
+                        target_key_of,
+                        generation_of,
+                    )
+                    yield batch
+        finally:
+            self._exports.remove(copies)
+
+    def _before_write(self, number: int) -> None:
+        """Copy shard `number` for every export in progress that hasn't reached it yet."""
+        for copies in self._exports:
+            if copies[number] is None:
+                copies[number] = copy_shard(self._shards[number])
 
     def restore(
         self,
@@ -309,9 +358,15 @@ class PrefixIndex:
     def _record(
         self, hashes: Iterable[int], target_id: int, generation: int, used_s: float, source: int
     ) -> None:
-        entries = self._entries
-        cap = self._cap_entries
+        shards = self._shards
+        mask = self._mask
+        cap = self._shard_cap
+        exports = self._exports
         for hash_ in hashes:
+            number = hash_ & mask
+            if exports:
+                self._before_write(number)
+            entries = shards[number]
             packed = entries.get(hash_)
             if packed is None:
                 if len(entries) >= cap:
@@ -324,29 +379,21 @@ class PrefixIndex:
             entries.move_to_end(hash_)
 
     def _remove(self, hashes: Iterable[int], target_id: int) -> None:
-        entries = self._entries
         for hash_ in hashes:
+            number = hash_ & self._mask
+            entries = self._shards[number]
             packed = entries.get(hash_)
             if packed is None:
                 continue
             kept = [slot for slot in _SLOT.iter_unpack(packed) if slot[1] != target_id]
+            if len(kept) * _SLOT.size == len(packed):
+                continue
+            if self._exports:
+                self._before_write(number)
             if not kept:
                 del entries[hash_]
-            elif len(kept) * _SLOT.size != len(packed):
+            else:
                 entries[hash_] = b"".join(_SLOT.pack(*slot) for slot in kept)
-
-
-def _exported_key(
-    target_id: int,
-    generation: int,
-    target_key_of: Callable[[int], str | None],
-    generation_of: Callable[[int], int | None] | None,
-) -> str | None:
-    if generation_of is not None:
-        current = generation_of(target_id)
-        if current is None or current & _U32 != generation:
-            return None
-    return target_key_of(target_id)
 
 
 def _local_time(wall_s: float, wall_to_local_s: float, now_s: float) -> float:

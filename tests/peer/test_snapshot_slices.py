@@ -1,0 +1,138 @@
+"""A snapshot built in slices (spec §12; peer/restore.py) is the state at one instant: records,
+peer merges and usage counted between two slices never show up half in it, for the peer
+snapshot and the state file alike; its parts are the bytes one encode would make, and the
+peer listener streams them."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import cast
+from zoneinfo import ZoneInfo
+
+import aiohttp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from pharos.clock import FakeClock
+from pharos.peer.restore import Shared, build_snapshot, save_state_file
+from pharos.peer.server import peer_listener
+from pharos.peer.statefile import read_state_file
+from pharos.peer.wire import Snapshot, decode_snapshot, encode, entry_slices, snapshot_parts
+from pharos.prefix import PrefixIndex, PrefixOp
+from pharos.prefix.index import SHARD_MIN_CAP
+from pharos.sched import Scheduler
+from pharos.state import State
+from pharos.usage import UsageBook
+from tests.peer.mesh import ADDRESSES, MODEL, SECRET, Mesh, MeshFactory
+from tests.peer.snapshots import TARGETS, WALL_S, Targets, cell_st, entry_st, stat_st
+
+ENTRIES = 3_000
+
+
+def sharded() -> Shared:
+    clock = FakeClock(start_wall=WALL_S)
+    shared = Shared(
+        prefix=PrefixIndex(cap_entries=SHARD_MIN_CAP, clock=clock),
+        state=cast(State, Targets()),
+        usage=UsageBook(clock, ZoneInfo("UTC"), origin=1),
+        sched=cast(Scheduler, None),
+    )
+    for n in range(ENTRIES):
+        op = PrefixOp(TARGETS[n % 3], [n * 7919 + 3], WALL_S - 900 + n / 10)
+        shared.prefix.merge([op], shared.state.target_id_of, shared.state.generation_of)
+    for n in range(40):
+        shared.usage.record_reply(f"key-{n}", "m", 100, 10, 20)
+    return shared
+
+
+async def busy(shared: Shared, stop: asyncio.Event) -> int:
+    """What the loop does between two slices: new records, peer merges, counted replies."""
+    steps = 0
+    while not stop.is_set():
+        steps += 1
+        ops = [
+            PrefixOp(TARGETS[steps % 3], [steps * 7919 + 3], WALL_S),  # an existing entry
+            PrefixOp(TARGETS[0], [10**12 + steps], WALL_S),  # a new one
+            PrefixOp(TARGETS[1], [(steps * 31) * 7919 + 3], WALL_S, remove=True),
+        ]
+        shared.prefix.merge(ops, shared.state.target_id_of, shared.state.generation_of)
+        shared.usage.record_reply(f"key-{steps % 50}", "m", 7, 0, 3)
+        await asyncio.sleep(0)
+    return steps
+
+
+def prefix_of(snapshot: Snapshot) -> list[object]:
+    return [entry for batch in entry_slices(snapshot) for entry in batch]
+
+
+async def test_a_snapshot_is_the_state_when_it_began_while_the_loop_keeps_changing_it() -> None:
+    shared = sharded()
+    stop = asyncio.Event()
+    changer = asyncio.create_task(busy(shared, stop))
+    await asyncio.sleep(0)  # the changer's first step; from here on it runs between slices
+    expected_prefix = shared.prefix.export(shared.state.key_of, shared.state.generation_of)
+    expected_cells = shared.usage.export_snapshot()
+    parts = await build_snapshot(shared)
+    stop.set()
+    steps = await changer
+    assert steps > 20  # the loop really ran between the slices
+    snapshot = decode_snapshot(b"".join(parts))
+    assert prefix_of(snapshot) == expected_prefix
+    assert snapshot.cells == expected_cells
+    after = shared.prefix.export(shared.state.key_of, shared.state.generation_of)
+    assert after != expected_prefix  # ...and the index did change meanwhile
+
+
+async def test_the_state_file_written_while_the_loop_runs_is_never_torn(tmp_path: Path) -> None:
+    shared = sharded()
+    stop = asyncio.Event()
+    changer = asyncio.create_task(busy(shared, stop))
+    await asyncio.sleep(0)
+    expected = shared.prefix.export(shared.state.key_of, shared.state.generation_of)
+    assert await save_state_file(shared, tmp_path / "pharos.state")
+    stop.set()
+    await changer
+    saved = read_state_file(tmp_path / "pharos.state")
+    assert saved is not None and prefix_of(saved) == expected
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    entries=st.lists(st.lists(entry_st, max_size=5), max_size=20),
+    cells=st.lists(cell_st, max_size=1_200),
+    stats=st.lists(stat_st, max_size=3),
+)
+def test_the_parts_are_the_bytes_one_encode_makes(
+    entries: list[list[object]], cells: list[object], stats: list[object]
+) -> None:
+    from pharos.peer.wire import encode_entries
+
+    slices = [encode_entries(batch) for batch in entries]  # type: ignore[arg-type]
+    whole = encode(Snapshot(prefix_slices=slices, cells=cells, stats=stats))  # type: ignore[arg-type]
+    assert b"".join(snapshot_parts(slices, cells, stats)) == whole  # type: ignore[arg-type]
+
+
+async def test_the_listener_streams_a_snapshot_that_decodes_to_the_index(
+    mesh: MeshFactory,
+) -> None:
+    m: Mesh = await mesh(engines=1)
+    a = await m.start(ADDRESSES[0], origin=77, pull=False)
+    shared = a.pharos.shared
+    target_key = f"{m.urls[0]} {MODEL}"
+    assert shared.state.target_id_of(target_key) is not None
+    ops = [PrefixOp(target_key, [n * 7919 + 1], WALL_S) for n in range(2_000)]
+    shared.prefix.merge(ops, shared.state.target_id_of, shared.state.generation_of)
+    expected = shared.prefix.export(shared.state.key_of, shared.state.generation_of)
+    async with (
+        peer_listener(a.node, "127.0.0.1", 0) as (address,),
+        aiohttp.ClientSession() as client,
+        client.get(
+            f"http://{address}/peer/snapshot",
+            headers={"Authorization": f"Bearer {SECRET.decode()}"},
+        ) as reply,
+    ):
+        assert reply.status == 200 and reply.headers["Pharos-Origin"] == "77"
+        body = await reply.read()
+    assert int(reply.headers["Content-Length"]) == len(body)
+    assert len(expected) == 2_000 and prefix_of(decode_snapshot(body)) == expected
