@@ -19,10 +19,12 @@ from dataclasses import dataclass
 from typing import TypeVar, cast
 from zoneinfo import ZoneInfo
 
+import msgspec
 from prometheus_client import CollectorRegistry
 
 from pharos.clock import FakeClock
 from pharos.obs.looplag import LoopLag
+from pharos.peer.node import NodeOptions
 from pharos.peer.restore import Shared, build_snapshot, merge_snapshot
 from pharos.peer.table import PeerTable
 from pharos.peer.wire import (
@@ -39,7 +41,7 @@ from pharos.prefix.index import SHARDS
 from pharos.sched import Gauges, Scheduler
 from pharos.state import State, StatRecord
 from pharos.state.registry import TargetRegistry
-from pharos.usage import DAY, MINUTE, Cell, UsageBook
+from pharos.usage import DAY, Cell, UsageBook
 
 SMOKE = os.environ.get("PHAROS_BENCH_SMOKE") == "1"  # tiny counts: CI checks it still runs
 ENTRIES = 2_000 if SMOKE else 200_000
@@ -111,19 +113,16 @@ def bench_push() -> None:
 
 
 def bench_bandwidth() -> None:
-    """50 req/s of 20-message chats: per 200 ms tick 10 records, gauges on 8 targets, and the
-    cells of 10 keys x 3 models (today and yesterday) plus their minute cells."""
-    ops = [
-        PrefixOp(
-            target_key=TARGETS[i % 8],
-            hashes=[(i * 7919 + h) << 20 for h in range(21)],
-            last_used_s=WALL_S + i,
-        )
-        for i in range(10)
-    ]
-    cells = [
+    """50 req/s of 20-message chats over 10 keys x 3 models for 60 s of 200 ms ticks: per
+    tick 10 prefix records, gauges on 8 targets, and usage cells. Before: every delta cell
+    (today and yesterday, both minutes) each tick; after: the cells changed since the last
+    answered delta, and all of them every NodeOptions.cells_refresh_s. Same run, same book."""
+    origin = 2**63 + 5
+    clock = FakeClock(start_wall=WALL_S)
+    book = UsageBook(clock, ZoneInfo("UTC"), origin=origin)
+    book.merge(  # a day of traffic already counted, yesterday and today
         Cell(
-            origin=2**63 + 5,
+            origin=origin,
             kind=DAY,
             bucket=day,
             key=f"key-{k}",
@@ -136,20 +135,44 @@ def bench_bandwidth() -> None:
         for day in (20716, 20717)
         for k in range(10)
         for m in range(3)
-    ] + [
-        Cell(origin=2**63 + 5, kind=MINUTE, bucket=minute, key=f"key-{k}", requests=5)
-        for minute in (29833333, 29833334)
-        for k in range(10)
-    ]
-    delta = Delta(
-        origin=2**63 + 5,
-        fingerprint=2**62 + 1,
-        gauges=Gauges(inflight={t: 3 for t in TARGETS}, waiting={"qwen2.5:7b": 2}, seq=2**60),
-        cells=cells,
-        prefix=ops,
     )
-    size = len(encode(delta))
-    print(f"info peer-bandwidth-50rps kb_per_s={size * 5 / 1024:.1f} delta_bytes={size}")
+    ops = [
+        PrefixOp(
+            target_key=TARGETS[i % 8],
+            hashes=[(i * 7919 + h) << 20 for h in range(21)],
+            last_used_s=WALL_S + i,
+        )
+        for i in range(10)
+    ]
+    gauges = Gauges(inflight={t: 3 for t in TARGETS}, waiting={"qwen2.5:7b": 2}, seq=2**60)
+    refresh_s = NodeOptions().cells_refresh_s
+    ticks = 25 if SMOKE else 300
+    before_bytes = after_bytes = 0
+    acked: int | None = None
+    full_at_s = clock.now()
+    served = 0
+    for _ in range(ticks):
+        for _ in range(10):
+            key, model = f"key-{served % 10}", f"model-{served % 3}"
+            book.admit(key, None)
+            book.record_reply(key, model, 2_000, 1_500, 250)
+            served += 7  # spread over the keys and models
+        clock.advance(0.2)
+        delta = Delta(origin=origin, fingerprint=2**62 + 1, gauges=gauges, prefix=ops)
+        before_bytes += len(encode(msgspec.structs.replace(delta, cells=book.export_delta())))
+        full = acked is None or clock.now() - full_at_s >= refresh_s
+        cells, change = book.export_changed(0 if full or acked is None else acked)
+        after_bytes += len(encode(msgspec.structs.replace(delta, cells=cells)))
+        acked = change
+        if full:
+            full_at_s = clock.now()
+    seconds = ticks * 0.2
+    for label, total in (("before", before_bytes), ("after", after_bytes)):
+        print(
+            f"info peer-bandwidth-50rps-{label} kb_per_s={total / seconds / 1024:.1f} "
+            f"delta_bytes_avg={total / ticks:.0f}"
+        )
+    print(f"info peer-bandwidth-50rps ratio_after_before={after_bytes / before_bytes:.2f}")
 
 
 async def _stalls(work: asyncio.Task[object]) -> list[int]:

@@ -22,6 +22,8 @@ from pharos.peer.table import Link, PeerTable
 from pharos.peer.transport import ORIGIN_HEADER, Reply, Transport, Unreachable, parse_origin
 from pharos.peer.wire import PROTO, Delta, ProtoMismatch, WireError, decode_delta, decode_snapshot
 from pharos.peer.wire import encode as encode_message
+from pharos.prefix import PrefixOp
+from pharos.usage import Cell
 
 log = logging.getLogger("pharos.peer")
 
@@ -35,6 +37,7 @@ OP_SLICE = 200
 class NodeOptions:
     tick_s: float = 0.2
     max_ops_per_delta: int = 2_000  # the rest waits for the next tick (the list stays bounded)
+    cells_refresh_s: float = 10.0  # every delta cell to each peer this often, changed or not
     delta_timeout_s: float = 1.0
     snapshot_timeout_s: float = 30.0
     startup_pull_s: float = 5.0
@@ -83,7 +86,7 @@ class Node:
             "Content-Type": "application/msgpack",
         }
 
-    def _delta(self, ops: list[object], *, leaving: bool) -> bytes:
+    def _delta(self, ops: list[PrefixOp], cells: list[Cell], *, leaving: bool) -> bytes:
         fingerprint = self._fingerprint()
         self._table.fingerprint = fingerprint
         delta = Delta(
@@ -92,16 +95,35 @@ class Node:
             fingerprint=fingerprint,
             leaving=leaving,
             gauges=self._shared.sched.export(),
-            cells=self._shared.usage.export_delta(),
-            prefix=ops,  # type: ignore[arg-type]
+            cells=cells,
+            prefix=ops,
         )
         return encode_message(delta)
+
+    def _cells_for(self, link: Link, *, leaving: bool) -> tuple[list[Cell], int, bool]:
+        """(cells, change number, full): only what changed since the change number the peer
+        acknowledged, or every delta cell when it acknowledged none, on leaving, and every
+        cells_refresh_s (a peer that lost state without us noticing converges)."""
+        now_s = self._clock.now()
+        full = (
+            leaving
+            or link.cells_acked is None
+            or link.cells_full_s is None
+            or now_s - link.cells_full_s >= self.options.cells_refresh_s
+        )
+        since = 0 if full or link.cells_acked is None else link.cells_acked
+        cells, change = self._shared.usage.export_changed(since)
+        return cells, change, full
 
     async def send(self, link: Link, *, leaving: bool = False) -> None:
         """One delta to one peer; on an answer after silence, pull its snapshot too."""
         if link.is_self:
             return
-        body = self._delta(list(link.take(self.options.max_ops_per_delta)), leaving=leaving)
+        cells, change, full = self._cells_for(link, leaving=leaving)
+        ops = list(link.take(self.options.max_ops_per_delta))
+        body = self._delta(ops, cells, leaving=leaving)
+        sent_at_s = self._clock.now()
+        known_origin = link.origin
         try:
             reply = await self._transport.request(
                 link.address,
@@ -116,6 +138,8 @@ class Node:
             return
         if self._is_self(link, reply):
             return
+        if reply.origin != known_origin:
+            link.cells_acked = None  # another process answers there now: all cells next
         link.origin = reply.origin
         if reply.status == 409:
             if not link.proto_mismatch:
@@ -135,6 +159,10 @@ class Node:
         if reply.status != 200:
             self._down(link, f"answered {reply.status}")
             return
+        if full or (link.cells_acked is not None and reply.origin == known_origin):
+            link.cells_acked = change
+            if full:
+                link.cells_full_s = sent_at_s
         if link.proto_mismatch:
             log.info("peer %s accepts our deltas again", link.address)
         link.proto_mismatch = False
@@ -151,6 +179,7 @@ class Node:
         link.up = False
         link.error = why
         link.needs_pull = True
+        link.cells_acked = None  # it may come back as a new process: all cells next
 
     def _is_self(self, link: Link, reply: Reply) -> bool:
         if reply.origin == self.origin:

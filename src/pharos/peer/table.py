@@ -43,6 +43,10 @@ class Link:
         self.proto_mismatch = False
         self.needs_pull = True  # new or unreachable: pull its snapshot when it answers
         self.error: str | None = None
+        # Usage cells: the change number it acknowledged (None: send all cells next), and
+        # when it last got all of them (monotonic seconds).
+        self.cells_acked: int | None = None
+        self.cells_full_s: float | None = None
 
     def take(self, limit: int) -> list[PrefixOp]:
         ops, self.pending = self.pending[:limit], self.pending[limit:]
