@@ -58,3 +58,32 @@ def test_the_alert_rules_use_exported_peer_series() -> None:
     assert used == exported
     source = (Path(__file__).parents[2] / "src/pharos/obs/peers.py").read_text()
     assert all(f'"{name}"' in source for name in exported)
+
+
+def test_the_headless_service_selects_the_pods_and_names_their_peer_port() -> None:
+    documents = list(yaml.safe_load_all((DEPLOY / "kubernetes.yaml").read_text()))
+    by_kind = {(d["kind"], d["metadata"]["name"]): d for d in documents}
+    config = parse_config(by_kind[("ConfigMap", "pharos")]["data"]["pharos.yaml"], "configmap")
+    assert config.peers is not None
+    pod = by_kind[("Deployment", "pharos")]["spec"]["template"]
+    (container,) = pod["spec"]["containers"]
+    ports = {port["name"]: port["containerPort"] for port in container["ports"]}
+    headless = by_kind[("Service", "pharos-peers")]["spec"]
+    assert headless["selector"].items() <= pod["metadata"]["labels"].items()
+    assert headless["publishNotReadyAddresses"] is True  # pods starting together find each other
+    assert ports[headless["ports"][0]["targetPort"]] == config.peers.listen.port
+    assert container["readinessProbe"]["httpGet"]["path"] == "/healthz"
+    assert config.peers.dns is not None and config.peers.members == ()
+
+
+def test_the_compose_front_is_built_from_debians_haproxy_on_the_pharos_base_image() -> None:
+    dockerfile = (DEPLOY / "front.Dockerfile").read_text()
+    base = (Path(__file__).parents[2] / "Dockerfile").read_text()
+
+    def bases(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("FROM ")]
+
+    assert bases(dockerfile) == bases(base) == ["FROM python:3.11-slim"]
+    assert "apt-get install" in dockerfile and "haproxy" in dockerfile
+    compose = yaml.safe_load((DEPLOY / "compose.yaml").read_text())
+    assert compose["services"]["front"]["build"]["dockerfile"] == "front.Dockerfile"
