@@ -29,6 +29,7 @@ DEPLOY = REPO_ROOT / "deploy" / "peers"
 INSTANCES = ("pharos-a", "pharos-b", "pharos-c")
 MODEL = "qwen2.5:0.5b"  # the fake Ollama's model (tests/discovery/fake_container.py)
 CHATS = 12
+SERVED = r'^pharos_requests_total\{[^}]*status="200"[^}]*\} (\S+)$'
 
 
 @dataclass
@@ -168,8 +169,8 @@ async def test_streamed_chats_through_the_front_are_counted_on_every_instance(
         served = []
         for name in INSTANCES:  # round robin: every instance served some of them itself
             _, text = await get(client, f"{stack.base(name)}/metrics")
-            served.append(sum(float(v) for v in re.findall(
-                r'^pharos_requests_total\{[^}]*status="200"[^}]*\} (\S+)$', text, re.M)))  # fmt: skip
+            counts = re.findall(SERVED, text, re.M)
+            served.append(sum(float(count) for count in counts))
         assert all(count >= 1 for count in served), served
 
         async def counted_everywhere() -> bool:
