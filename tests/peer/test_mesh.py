@@ -40,6 +40,19 @@ def peer_of(m: Mesh, at: str, address: str) -> PeerStatus:
     return row
 
 
+async def peer_rows_html(m: Mesh, at: str) -> dict[str, str]:
+    """The Peers table rows of `at`'s /status page, by peer address."""
+    async with m.client.get(f"{m[at].base}/status") as resp:
+        assert resp.status == 200
+        page = await resp.text()
+    section = page[page.index('<section id="peers">') :].split("</section>")[0]
+    return {
+        address: section[section.index(f">{address}</td>") :].split("</tr>")[0]
+        for address in ADDRESSES
+        if f">{address}</td>" in section
+    }
+
+
 async def test_turn_two_through_b_follows_turn_ones_prefix_and_is_labelled_peer(
     mesh: MeshFactory,
 ) -> None:
@@ -240,6 +253,9 @@ async def test_mismatched_backend_or_key_sets_are_flagged_and_logged_once(
     # Once per pair over three ticks: A and B about C, C about A and about B.
     about_c = [line for line in logged if f"origin {m[C].origin}:" in line]
     assert len(about_c) == 2 and len(logged) == 4
+    rows = await peer_rows_html(m, A)
+    assert "mismatch: backends, keys or usage zone differ" in rows[C]
+    assert "mismatch" not in rows[B]
 
 
 async def test_a_different_usage_zone_is_a_mismatch(mesh: MeshFactory) -> None:
@@ -261,6 +277,7 @@ async def test_an_incompatible_protocol_is_flagged_on_both_sides_and_cleared_aft
     assert peer_of(m, A, B).proto_mismatch is True
     assert peer_of(m, B, A).proto_mismatch is True
     assert m[A].pharos.sched.peer_totals().inflight == {}
+    assert "incompatible protocol" in (await peer_rows_html(m, A))[B]
     await m.leave(B)
     await m.start(B, origin=3)  # upgraded
     await m.tick()
