@@ -6,11 +6,13 @@ peer listener streams them."""
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 from typing import cast
 from zoneinfo import ZoneInfo
 
 import aiohttp
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -136,3 +138,33 @@ async def test_the_listener_streams_a_snapshot_that_decodes_to_the_index(
         body = await reply.read()
     assert int(reply.headers["Content-Length"]) == len(body)
     assert len(expected) == 2_000 and prefix_of(decode_snapshot(body)) == expected
+
+
+async def test_a_peer_hanging_up_mid_snapshot_logs_no_error_and_the_listener_goes_on(
+    mesh: MeshFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    m: Mesh = await mesh(engines=1)
+    a = await m.start(ADDRESSES[0], origin=77, pull=False)
+    shared = a.pharos.shared
+    target_key = f"{m.urls[0]} {MODEL}"
+    ops = [PrefixOp(target_key, [n * 7919 + 1], WALL_S) for n in range(30_000)]
+    shared.prefix.merge(ops, shared.state.target_id_of, shared.state.generation_of)
+    caplog.set_level(logging.DEBUG)
+    auth = f"Bearer {SECRET.decode()}".encode()
+    async with peer_listener(a.node, "127.0.0.1", 0) as (address,):
+        host, port = address.rsplit(":", 1)
+        for _ in range(3):
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(b"GET /peer/snapshot HTTP/1.1\r\nHost: x\r\nAuthorization: " + auth)
+            writer.write(b"\r\n\r\n")
+            await reader.readexactly(4096)  # the headers and the first part, then gone
+            writer.transport.abort()
+            await asyncio.sleep(0.2)
+        async with (
+            aiohttp.ClientSession() as client,
+            client.get(
+                f"http://{address}/peer/snapshot", headers={"Authorization": auth.decode()}
+            ) as reply,
+        ):
+            assert reply.status == 200 and len(await reply.read()) > 100_000
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
