@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 from pharos.clock import Clock, SystemClock
 from pharos.prefix.chain import Chain
+from pharos.prefix.tools import ToolsCaching
 from pharos.prefix.wire import ExportedSlot, PrefixEntry, PrefixOp
 
 MAX_SLOTS = 4
@@ -100,12 +101,19 @@ def _with_slot(
 class PrefixIndex:
     """Owns the LRU of prefix hashes. Every method is synchronous and O(chain length)."""
 
-    def __init__(self, cap_entries: int = DEFAULT_CAP_ENTRIES, *, clock: Clock | None = None):
+    def __init__(
+        self,
+        cap_entries: int = DEFAULT_CAP_ENTRIES,
+        *,
+        clock: Clock | None = None,
+        tools: ToolsCaching | None = None,
+    ):
         if cap_entries < 1:
             raise ValueError(f"prefix index cap_entries must be at least 1, got {cap_entries}")
         self._cap_entries = cap_entries
         self._clock: Clock = SystemClock() if clock is None else clock
         self._entries: OrderedDict[int, bytes] = OrderedDict()
+        self._tools = ToolsCaching() if tools is None else tools
 
     @property
     def cap_entries(self) -> int:
@@ -162,7 +170,10 @@ class PrefixIndex:
                     current[target_id] = live
                 if live is None or live != generation:
                     continue
-                found[target_id] = Match(chain.cum_bytes[i], _SOURCES[source])
+                matched = chain.cum_bytes[i]
+                if chain.tools_bytes:
+                    matched = self._tools.matched_bytes(target_id, chain, matched)
+                found[target_id] = Match(matched, _SOURCES[source])
                 if stop_after is not None and len(found) >= stop_after:
                     return found
         return found
@@ -179,6 +190,13 @@ class PrefixIndex:
         if not 0 <= target_id <= _U32:
             raise ValueError(f"target_id must fit in 32 bits, got {target_id}")
         self._record(chain.hashes, target_id, generation & _U32, now_s, _SOURCE_CODE[source])
+
+    def observe_cached(
+        self, chain: Chain, target_id: int, predicted_bytes: int, cached_tokens: int | None
+    ) -> int:
+        """A reply's cached tokens against lookup's match for it: teaches whether the target
+        caches tools, and returns the prediction to judge the reply by (prefix/tools.py)."""
+        return self._tools.observe(target_id, chain, predicted_bytes, cached_tokens)
 
     def correct(self, chain: Chain, target_id: int) -> None:
         """Forget the target on every link of the chain (the engine cached far less)."""
