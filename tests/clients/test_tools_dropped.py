@@ -42,7 +42,8 @@ async def test_turns_are_predicted_as_the_engine_caches_them_with_or_without_too
     assert turns[1].done is not None and ("prefix", turn2) in turns[1].done.decisions
     for turn in turns[2:]:
         done = turn.done
-        assert done is not None and ("prefix", "predicted_hit") in done.decisions, done.reason
+        assert done is not None
+        assert ("prefix", "predicted_hit") in done.decisions, done.reason
         cached, predicted = done.cached_tokens, turn.predicted_tokens()
         assert cached is not None and predicted is not None
         assert cached / 1.5 <= predicted <= cached * 1.5, (predicted, cached, done.reason)
