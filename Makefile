@@ -65,3 +65,7 @@ clean:
 .PHONY: live-latest
 live-latest: install   ## drift check (not in CI): live suite on the newest engine releases, then what changed
 	bash scripts/engines/live-latest.sh
+
+.PHONY: live-clients
+live-clients: install  ## not in CI: installs Open WebUI (7.8 GB) and the SDKs, records what they send into tests/captures/clients
+	bash scripts/clients/record.sh all

@@ -396,12 +396,13 @@ async def read_json(request: web.Request) -> dict[str, object] | None:
     return value if isinstance(value, dict) else None
 
 
-def chat_prompt(body: dict[str, object]) -> bytes:
+def chat_prompt(body: dict[str, object], *, with_tools: bool = True) -> bytes:
     """Decoded prompt text of a chat request: tools (prompt text ahead of the messages,
-    spec ledger: measured), then each message's role and content."""
+    spec ledger: measured; left out for a template that drops them), then each message's
+    role and content."""
     parts: list[str] = []
     tools = body.get("tools")
-    if tools:
+    if tools and with_tools:
         parts.append(json.dumps(tools, ensure_ascii=False, separators=(",", ":")))
     messages = body.get("messages")
     for message in messages if isinstance(messages, list) else []:

@@ -39,6 +39,10 @@ class Ledger:
     natural_stop: bool = True
     """A reply ends after its words (as an engine stops at end-of-sequence) even when the
     client allows more tokens; False: it runs to max_tokens (a deliberately long reply)."""
+    tools_in_prompt: bool = True
+    """The chat template renders `tools` as prompt text ahead of the messages (Qwen, llama.cpp
+    --jinja: 6,257 of 6,258 cached); False: it drops them, as SmolLM2's does (52 cached,
+    live), so they are neither prompt tokens nor cached."""
     embedding_dims: int = 4
     """Synthetic: the fakes' embedding vectors (the recorded all-minilm had 384)."""
 

@@ -164,7 +164,10 @@ class FakeLlamaCpp(FakeEngine):
         max_tokens = max_tokens_of(body, "max_completion_tokens", "max_tokens", "n_predict")
         name = self.model.name
         async with self.generation(
-            self.model, chat_prompt(body), max_tokens, json_asked=wants_json(body)
+            self.model,
+            chat_prompt(body, with_tools=self.ledger.tools_in_prompt),
+            max_tokens,
+            json_asked=wants_json(body),
         ) as gen:
             if body.get("stream") is True:
                 return await stream_chat(

@@ -196,7 +196,10 @@ class FakeOllama(FakeEngine):
             return self._openai_unknown(str(body.get("model")))
         max_tokens = max_tokens_of(body, "max_completion_tokens", "max_tokens")
         async with self.generation(
-            model, chat_prompt(body), max_tokens, json_asked=wants_json(body)
+            model,
+            chat_prompt(body, with_tools=self.ledger.tools_in_prompt),
+            max_tokens,
+            json_asked=wants_json(body),
         ) as gen:
             if body.get("stream") is True:
                 return await stream_chat(

@@ -15,6 +15,7 @@ from pharos.prefix.index import (
     Slot,
     Source,
 )
+from pharos.prefix.tools import ToolsCaching
 from pharos.prefix.wire import ExportedSlot, PrefixEntry, PrefixOp
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "PrefixOp",
     "Slot",
     "Source",
+    "ToolsCaching",
     "chain_for_chat",
     "chain_for_prompt",
 ]

@@ -46,6 +46,7 @@ _JSON_WHITESPACE = b" \t\r\n"
 class Chain:
     hashes: tuple[int, ...]  # h1..hn, 64-bit; h0 has no link of its own
     cum_bytes: tuple[int, ...]  # text bytes covered up to and including link i
+    tools_bytes: int = 0  # of which the tools' JSON (in every link): see prefix/tools.py
 
 
 EMPTY_CHAIN = Chain((), ())
@@ -193,7 +194,7 @@ def chain_for_chat(
         covered += text_bytes
         hashes.append(from_bytes(previous[:8], "big"))
         cum_bytes.append(covered)
-    return Chain(tuple(hashes), tuple(cum_bytes))
+    return Chain(tuple(hashes), tuple(cum_bytes), _tools_text_bytes(tools_bytes))
 
 
 def chain_for_prompt(model: str, prompt: str) -> Chain:

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pharos.clock import Clock, SystemClock
 from pharos.prefix.chain import Chain
 from pharos.prefix.export import DONE, SLOT, U32, ShardCopy, copy_shard, export_entries
+from pharos.prefix.tools import ToolsCaching
 from pharos.prefix.wire import PrefixEntry, PrefixOp
 
 MAX_SLOTS = 4
@@ -115,6 +116,7 @@ class PrefixIndex:
         *,
         clock: Clock | None = None,
         shards: int | None = None,
+        tools: ToolsCaching | None = None,
     ):
         """`shards`: None picks SHARDS from SHARD_MIN_CAP entries up, else 1; the benchmark
         passes 1 to measure one big LRU beside the sharded one."""
@@ -133,6 +135,7 @@ class PrefixIndex:
         # Exports in progress: for each, per shard, its copy taken before the shard changed
         # (None: not copied yet). See export_batches.
         self._exports: list[list[ShardCopy | None]] = []
+        self._tools = ToolsCaching() if tools is None else tools
 
     @property
     def cap_entries(self) -> int:
@@ -196,7 +199,10 @@ class PrefixIndex:
                     current[target_id] = live
                 if live is None or live != generation:
                     continue
-                found[target_id] = Match(chain.cum_bytes[i], _SOURCES[source])
+                matched = chain.cum_bytes[i]
+                if chain.tools_bytes:
+                    matched = self._tools.matched_bytes(target_id, chain, matched)
+                found[target_id] = Match(matched, _SOURCES[source])
                 if stop_after is not None and len(found) >= stop_after:
                     return found
         return found
@@ -213,6 +219,13 @@ class PrefixIndex:
         if not 0 <= target_id <= _U32:
             raise ValueError(f"target_id must fit in 32 bits, got {target_id}")
         self._record(chain.hashes, target_id, generation & _U32, now_s, _SOURCE_CODE[source])
+
+    def observe_cached(
+        self, chain: Chain, target_id: int, predicted_bytes: int, cached_tokens: int | None
+    ) -> int:
+        """A reply's cached tokens against lookup's match for it: teaches whether the target
+        caches tools, and returns the prediction to judge the reply by (prefix/tools.py)."""
+        return self._tools.observe(target_id, chain, predicted_bytes, cached_tokens)
 
     def correct(self, chain: Chain, target_id: int) -> None:
         """Forget the target on every link of the chain (the engine cached far less)."""

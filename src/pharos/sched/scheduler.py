@@ -23,6 +23,7 @@ from pharos.sched.fairqueue import FairQueue, Waiter
 from pharos.sched.gauges import Gauges, PeerGauges
 from pharos.sched.learning import (
     PrefixAction,
+    predicted_tokens,
     prefix_action,
     samples_from,
 )
@@ -328,7 +329,14 @@ class Scheduler:
         chain = request.chain
         if chain is None or not chain.hashes:
             return
-        action = prefix_action(feedback, lease.predicted_tokens)
+        judged_tokens = lease.predicted_tokens
+        if lease.predicted is not None:  # tools counted or not, per target (prefix/tools.py)
+            judged_tokens = predicted_tokens(
+                self._prefix.observe_cached(
+                    chain, target_id, lease.predicted.matched_bytes, feedback.cached_tokens
+                )
+            )
+        action = prefix_action(feedback, judged_tokens)
         if action is PrefixAction.RECORD:
             self._prefix.record(chain, target_id, lease.target.generation, self._clock.now())
         elif action is PrefixAction.CORRECT:

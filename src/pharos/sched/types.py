@@ -59,6 +59,13 @@ class PrefixStore(Protocol):
 
     def correct(self, chain: Chain, target_id: int) -> None: ...
 
+    def observe_cached(
+        self, chain: Chain, target_id: int, predicted_bytes: int, cached_tokens: int | None
+    ) -> int:
+        """The engine's cached tokens against the prediction (are tools cached, issue 16);
+        returns the predicted bytes to judge the reply by."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class RouteRequest:
