@@ -21,9 +21,20 @@ EXPECTED = [
     ("bench_sched.py", ["acquire-release-64"]),
     ("bench_prefix.py", ["prefix-chain-50", "prefix-lookup-50", "prefix-record-50", "prefix-200k"]),
     ("bench_memory.py", ["pharos-full", "pharos-full-after-save", "pharos-restored"]),
-    ("bench_proxy.py", ["overhead-32k", "ttft-direct-32k", "ttft-pharos-32k", "loop-lag"]),
+    ("bench_proxy.py", ["overhead-32k", "ttft-direct-32k", "ttft-pharos-32k"]),
     ("bench_peer.py", ["peer-push"]),
-    ("compare.py", ["compare-bare", "compare-pharos", "compare-pharos-vs-bare"]),
+    (
+        "compare.py",
+        [
+            "compare-bare",
+            "compare-pharos",
+            "compare-pharos-vs-bare",
+            "compare-pharos-chat-32k-10tok",
+            "compare-pharos-chat-32k-256tok",
+            "compare-pharos-loop-lag-c1",
+            "compare-pharos-loop-lag-c4",  # smoke runs c=4
+        ],
+    ),
 ]
 
 
