@@ -71,6 +71,14 @@ def usable_views(
     return usable, generations
 
 
+def index_of(candidates: Sequence[Candidate], target_id: int) -> int:
+    """Where the chosen target is among the candidates (and its view among the views)."""
+    for index, candidate in enumerate(candidates):
+        if candidate.target_id == target_id:
+            return index
+    raise ValueError(f"target {target_id} is not a candidate")
+
+
 def backend_occupancy(
     views: Iterable[TargetView],
     *,

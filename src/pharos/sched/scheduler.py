@@ -17,6 +17,7 @@ from pharos.sched.candidates import (
     backend_occupancy,
     build_candidates,
     fits_if_cold,
+    index_of,
     usable_views,
 )
 from pharos.sched.fairqueue import FairQueue, Waiter
@@ -210,10 +211,7 @@ class Scheduler:
         )
         if decision.target_id is None or decision.enqueue:
             return None, any_free
-        index = 0
-        chosen_id = decision.target_id
-        while candidates[index].target_id != chosen_id:
-            index += 1
+        index = index_of(candidates, decision.target_id)
         view = usable[index]
         self._local[view.target_id] = self._local.get(view.target_id, 0) + 1
         self._keys[view.target_id] = view.key
