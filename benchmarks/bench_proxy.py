@@ -9,6 +9,9 @@ share the machine's noise:
 - ttft-direct: client -> fake engine, time to the first body byte.
 - ttft-pharos: client -> Pharos -> fake engine, time to the first body byte.
 
+Pharos's event-loop lag is compare.py's (`make bench-compare`): there Pharos runs in its own
+process, here its loop shares this process (and the GIL) with the client's.
+
 The fake engine runs in a helper subprocess (no synthetic delays), Pharos in a
 thread with its own event loop, the client in the main thread: three loops, as in
 a deployment, on one machine.
@@ -53,8 +56,9 @@ _SNIPPETS = (
 )
 
 
-def chat_body(variant: int) -> bytes:
-    """A realistic ~32 KiB streamed chat: a system prompt and many mixed turns."""
+def chat_body(variant: int, max_tokens: int | None = None) -> bytes:
+    """A realistic ~32 KiB streamed chat: a system prompt and many mixed turns. `max_tokens`:
+    sent as the chat's limit (compare.py's fake runs every reply to it), None: no limit."""
     messages: list[dict[str, str]] = [
         {"role": "system", "content": "You are a helpful assistant for a small team. " * 8}
     ]
@@ -68,18 +72,23 @@ def chat_body(variant: int) -> bytes:
             break
         turn += 1
     messages.append({"role": "user", "content": f"And now the last question, number {variant}?"})
-    return json.dumps({"model": MODEL, "stream": True, "messages": messages}).encode()
+    body: dict[str, object] = {"model": MODEL, "stream": True, "messages": messages}
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    return json.dumps(body).encode()
 
 
 # ---- the fake engine, in a helper subprocess ---------------------------------------------
 
 
-def run_fake(slots: int) -> None:
+def run_fake(slots: int, run_to_max: bool) -> None:
     from pharos.fakeengine import FakeVLLM, no_sleep, serve
     from pharos.fakeengine.ledger import Ledger
 
+    ledger = Ledger(slots=slots, natural_stop=not run_to_max)
+
     async def main() -> None:
-        async with serve(FakeVLLM(ledger=Ledger(slots=slots), sleep=no_sleep)) as url:
+        async with serve(FakeVLLM(ledger=ledger, sleep=no_sleep)) as url:
             print(url, flush=True)
             await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
 
@@ -191,12 +200,6 @@ async def measure(engine: str, base: str, requests: int, warmup: int, pharos: Ph
     ):
         p50, p99 = percentiles_us(samples)
         print(f"bench {name} p50_us={p50} p99_us={p99}")
-    if pharos.pharos is not None and pharos.pharos.obs is not None:
-        lag = pharos.pharos.obs.metrics.loop_lag
-        print(
-            f"bench loop-lag worst_us={lag.worst_s * 1e6:.0f} "
-            f"stalls_over_1ms={lag.stalls} samples={lag.samples}"
-        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -205,12 +208,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--warmup", type=int, default=100)
     parser.add_argument("--fake", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--fake-slots", type=int, default=2, help=argparse.SUPPRESS)
+    parser.add_argument("--fake-run-to-max", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     smoke = os.environ.get("PHAROS_BENCH_SMOKE") == "1"  # tiny counts: CI checks it runs
     if smoke:
         args.requests, args.warmup = 20, 2
     if args.fake:
-        run_fake(args.fake_slots)
+        run_fake(args.fake_slots, args.fake_run_to_max)
         return 0
     if args.requests < 500 and not smoke:
         parser.error("--requests: at least 500, for a meaningful p99")

@@ -6,7 +6,9 @@ last core (`taskset`), the fake engine and this client on the others, one proxy 
 (they would steal each other's core). c=1: TTFT (first body byte) per request, the proxies
 taken in turn request by request so they share the machine's noise. c=32: completed
 requests per second over a fixed time, each proxy twice in alternating order, the better
-of the two kept. Prints `bench compare-...` lines and the ratios against the bare pass-through.
+of the two kept, for each fixed workload (WORKLOADS: output tokens per stream, fake slots).
+Prints `bench compare-...` lines with the ratios against the bare pass-through and LiteLLM,
+Pharos's own event-loop lag read from its /metrics (its own process), and issue 13's table.
 
 Run: make bench-compare (installs LiteLLM 1.110.2 into ~/.cache/pharos/bench first), or
      .venv/bin/python benchmarks/compare.py [--litellm PATH] [--requests N] [--seconds S]
@@ -52,6 +54,26 @@ SLOTS = 64
 """The fake engine runs this many requests at once, and Pharos is told so (`capacity:`): with the
 fake's default 2, Pharos queues 30 of 32 clients in its fair queue while the pass-through hands
 them to the engine's own queue, and the comparison measures queueing, not proxying."""
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What every proxy forwards: bench_proxy's ~32 KiB (BODY_BYTES) mixed-language streamed
+    chats, fixed so runs compare (issue 13's 28× against LiteLLM was a 2-slot fake whose 32 KiB
+    chats streamed 10 tokens; commit 2a20ad2, before 20a8370 gave the fake 64 slots)."""
+
+    name: str
+    output_tokens: int  # the chat's max_tokens; the fake runs every reply to it
+    slots: int = SLOTS  # one fake serves every workload: its slots are fixed
+
+
+WORKLOADS = (
+    Workload("chat-32k-10tok", output_tokens=10),
+    Workload("chat-32k-256tok", output_tokens=256),
+)
+"""10 tokens: the recorded chat stream's length (Ledger.reply_tokens), where per-request costs
+dominate; 256: a typical chat answer, where per-chunk costs do. Both are printed: the ratio
+against LiteLLM depends on which. c=1 TTFT is measured on the first."""
 
 
 def free_port() -> int:
@@ -187,7 +209,14 @@ def fake_engine(core: str) -> Iterator[str]:
     fake = subprocess.Popen(
         pinned(
             core,
-            [sys.executable, str(HERE / "bench_proxy.py"), "--fake", "--fake-slots", str(SLOTS)],
+            [
+                sys.executable,
+                str(HERE / "bench_proxy.py"),
+                "--fake",
+                "--fake-slots",
+                str(SLOTS),
+                "--fake-run-to-max",
+            ],
         ),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
@@ -263,10 +292,51 @@ def proxies_for(engine: str, workdir: Path, litellm: Path | None) -> list[Proxy]
     return out
 
 
+LAG_METRIC = "pharos_event_loop_lag_seconds"
+STALL_LE = "0.001"
+
+
+async def loop_lag_buckets(proxy: Proxy) -> dict[str, float]:
+    """Pharos's own pharos_event_loop_lag_seconds buckets (le -> cumulative count), read from
+    its /metrics: the lag of the proxy's process alone, not of this client."""
+    async with (
+        aiohttp.ClientSession() as session,
+        session.get(proxy.base + "/metrics", headers=HEADERS) as response,
+    ):
+        text = await response.text()
+    buckets: dict[str, float] = {}
+    prefix = LAG_METRIC + '_bucket{le="'
+    for line in text.splitlines():
+        if line.startswith(prefix):
+            le, _, value = line[len(prefix) :].partition('"} ')
+            buckets[le] = float(value)
+    return buckets
+
+
+def lag_line(phase: str, before: dict[str, float], after: dict[str, float]) -> str:
+    """Samples, samples over 1 ms, and the bucket bound the worst sample stayed under."""
+    delta = {le: after[le] - before.get(le, 0.0) for le in after}
+    samples = delta.get("+Inf", 0.0)
+    over = samples - delta.get(STALL_LE, 0.0)
+    bounds = sorted((le for le in delta if le != "+Inf"), key=float)
+    worst = next((le for le in bounds if delta[le] >= samples), "+Inf")
+    worst_ms = "inf" if worst == "+Inf" else f"{float(worst) * 1e3:g}"
+    return (
+        f"bench compare-pharos-loop-lag-{phase} samples={samples:.0f} "
+        f"over_1ms={over:.0f} worst_under_ms={worst_ms}"
+    )
+
+
+def add(total: dict[str, float], before: dict[str, float], after: dict[str, float]) -> None:
+    for le, value in after.items():
+        total[le] = total.get(le, 0.0) + value - before.get(le, 0.0)
+
+
 async def run(args: argparse.Namespace) -> None:
     proxy_core, other_cores = cores()
     os.sched_setaffinity(0, {int(c) for c in other_cores.split(",")})
-    bodies = [chat_body(v) for v in range(16)]
+    bodies = {w.name: [chat_body(v, w.output_tokens) for v in range(16)] for w in WORKLOADS}
+    first = WORKLOADS[0]
     litellm = Path(args.litellm) if args.litellm else None
     with (
         tempfile.TemporaryDirectory(prefix="pharos-bench-") as tmp,
@@ -274,43 +344,94 @@ async def run(args: argparse.Namespace) -> None:
     ):
         proxies = proxies_for(engine, Path(tmp), litellm)
         print(
-            f"# {len(bodies[0])}-byte streamed chats to a fake vLLM; proxy on core {proxy_core}, "
-            f"engine and client on {other_cores}; load average {os.getloadavg()[0]:.2f}",
+            f"# proxy on core {proxy_core}, fake vLLM and client on {other_cores}; "
+            f"load average {os.getloadavg()[0]:.2f}",
             file=sys.stderr,
         )
+        for w in WORKLOADS:
+            print(
+                f"# workload {w.name}: {len(bodies[w.name][0])}-byte streamed chats, "
+                f"{w.output_tokens} output tokens per stream, fake with {w.slots} slots",
+                file=sys.stderr,
+            )
+        rps: dict[str, dict[str, float]] = {
+            w.name: {p.name: 0.0 for p in proxies} for w in WORKLOADS
+        }
+        lag_c32: dict[str, float] = {}
         try:
             for proxy in proxies:
                 proxy.start(proxy_core, Path(tmp))
             for proxy in proxies:
                 await wait_ready(proxy, args.ready_timeout)
+            pharos = next(p for p in proxies if p.name == "pharos")
             # c=1 with every proxy running but idle between its own requests
-            ttft = await ttft_interleaved(proxies, bodies, args.requests, args.warmup)
-            rps: dict[str, float] = {p.name: 0.0 for p in proxies}
-            for order in (proxies, proxies[::-1]):
-                for proxy in order:
-                    got = await throughput(proxy, bodies, args.concurrency, args.seconds)
-                    rps[proxy.name] = max(rps[proxy.name], got)
+            lag_start = await loop_lag_buckets(pharos)
+            ttft = await ttft_interleaved(proxies, bodies[first.name], args.requests, args.warmup)
+            lag_c1 = await loop_lag_buckets(pharos)
+            for w in WORKLOADS:
+                for order in (proxies, proxies[::-1]):
+                    for proxy in order:
+                        before = await loop_lag_buckets(pharos) if proxy is pharos else {}
+                        got = await throughput(
+                            proxy, bodies[w.name], args.concurrency, args.seconds
+                        )
+                        if proxy is pharos:
+                            add(lag_c32, before, await loop_lag_buckets(pharos))
+                        rps[w.name][proxy.name] = max(rps[w.name][proxy.name], got)
         finally:
             for proxy in proxies:
                 proxy.stop()
-    for name, samples in ttft.items():
-        p50, p99 = pct_ms(samples)
-        print(
-            f"bench compare-{name} ttft_c1_p50_ms={p50:.2f} ttft_c1_p99_ms={p99:.2f} "
-            f"rps_c{args.concurrency}={rps[name]:.0f}"
-        )
-    bare_p50, bare_p99 = pct_ms(ttft["bare"])
-    for name in ttft:
-        if name == "bare":
-            continue
-        p50, p99 = pct_ms(ttft[name])
-        print(
-            f"bench compare-{name}-vs-bare ttft_p50_x={p50 / bare_p50:.2f} "
-            f"ttft_p99_x={p99 / bare_p99:.2f} added_ttft_p50_ms={p50 - bare_p50:.2f} "
-            f"rps_x={rps[name] / rps['bare']:.2f}"
-        )
-    if "litellm" in rps and rps["litellm"] > 0:
-        print(f"bench compare-pharos-vs-litellm rps_x={rps['pharos'] / rps['litellm']:.1f}")
+    report(ttft, rps, args.concurrency)
+    print(lag_line("c1", lag_start, lag_c1))
+    print(lag_line(f"c{args.concurrency}", {}, lag_c32))
+
+
+def report(
+    ttft: dict[str, list[float]], rps: dict[str, dict[str, float]], concurrency: int
+) -> None:
+    """`bench` lines on stdout, and issue 13's table (with the ratios) on stderr."""
+    c1 = {name: pct_ms(samples) for name, samples in ttft.items()}
+    bare_p50, bare_p99 = c1["bare"]
+    for name, (p50, p99) in c1.items():
+        print(f"bench compare-{name} ttft_c1_p50_ms={p50:.2f} ttft_c1_p99_ms={p99:.2f}")
+        if name != "bare":
+            print(
+                f"bench compare-{name}-vs-bare ttft_p50_x={p50 / bare_p50:.2f} "
+                f"ttft_p99_x={p99 / bare_p99:.2f} added_ttft_p50_ms={p50 - bare_p50:.2f}"
+            )
+    for workload, by_proxy in rps.items():
+        for name, value in by_proxy.items():
+            x = value / by_proxy["bare"] if by_proxy["bare"] else 0.0
+            print(
+                f"bench compare-{name}-{workload} rps_c{concurrency}={value:.0f} vs_bare_x={x:.2f}"
+            )
+        if by_proxy.get("litellm"):
+            x = by_proxy["pharos"] / by_proxy["litellm"]
+            print(f"bench compare-pharos-vs-litellm-{workload} rps_x={x:.1f}")
+    names = list(c1)
+    table = [
+        "| | " + " | ".join(names) + " |",
+        "|---" * (len(names) + 1) + "|",
+        "| TTFT c=1, p50 / p99 ms ("
+        + WORKLOADS[0].name
+        + ") | "
+        + " | ".join(f"{c1[n][0]:.2f} / {c1[n][1]:.2f}" for n in names)
+        + " |",
+        "| ÷ bare, p50 / p99 | "
+        + " | ".join(f"{c1[n][0] / bare_p50:.2f}× / {c1[n][1] / bare_p99:.2f}×" for n in names)
+        + " |",
+    ]
+    for workload, by_proxy in rps.items():
+        cells = []
+        for n in names:
+            cell = f"{by_proxy[n]:.0f}"
+            if n != "bare" and by_proxy["bare"]:
+                cell += f" ({by_proxy[n] / by_proxy['bare']:.2f}× bare)"
+            if n == "litellm" and by_proxy[n]:
+                cell += f", Pharos {by_proxy['pharos'] / by_proxy[n]:.1f}×"
+            cells.append(cell)
+        table.append(f"| req/s c={concurrency} ({workload}) | " + " | ".join(cells) + " |")
+    print("\n".join(table), file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

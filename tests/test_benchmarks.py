@@ -4,11 +4,13 @@ numbers are not checked."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -21,9 +23,20 @@ EXPECTED = [
     ("bench_sched.py", ["acquire-release-64"]),
     ("bench_prefix.py", ["prefix-chain-50", "prefix-lookup-50", "prefix-record-50", "prefix-200k"]),
     ("bench_memory.py", ["pharos-full", "pharos-full-after-save", "pharos-restored"]),
-    ("bench_proxy.py", ["overhead-32k", "ttft-direct-32k", "ttft-pharos-32k", "loop-lag"]),
+    ("bench_proxy.py", ["overhead-32k", "ttft-direct-32k", "ttft-pharos-32k"]),
     ("bench_peer.py", ["peer-push"]),
-    ("compare.py", ["compare-bare", "compare-pharos", "compare-pharos-vs-bare"]),
+    (
+        "compare.py",
+        [
+            "compare-bare",
+            "compare-pharos",
+            "compare-pharos-vs-bare",
+            "compare-pharos-chat-32k-10tok",
+            "compare-pharos-chat-32k-256tok",
+            "compare-pharos-loop-lag-c1",
+            "compare-pharos-loop-lag-c4",  # smoke runs c=4
+        ],
+    ),
 ]
 
 
@@ -47,3 +60,33 @@ def test_each_benchmark_prints_its_lines_in_smoke_mode(script: str, names: list[
 def test_every_benchmark_file_is_smoke_tested() -> None:
     scripts = {p.name for p in BENCHMARKS.glob("bench_*.py")} | {"compare.py"}
     assert scripts == {s for s, _ in EXPECTED}
+
+
+def _compare_module() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_compare", BENCHMARKS / "compare.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+# cumulative buckets before, after                                  | the line's figures
+LAG_CASES = [
+    ({}, {"0.001": 5.0, "0.002": 5.0, "+Inf": 5.0}, "samples=5 over_1ms=0 worst_under_ms=1"),
+    (
+        {"0.001": 5.0, "0.002": 5.0, "0.005": 5.0, "+Inf": 5.0},
+        {"0.001": 8.0, "0.002": 9.0, "0.005": 10.0, "+Inf": 10.0},
+        "samples=5 over_1ms=2 worst_under_ms=5",  # 3 under 1 ms, 1 under 2, 1 under 5
+    ),
+    ({}, {"0.001": 1.0, "0.002": 1.0, "+Inf": 2.0}, "samples=2 over_1ms=1 worst_under_ms=inf"),
+]
+
+
+@pytest.mark.parametrize(("before", "after", "figures"), LAG_CASES)
+def test_the_loop_lag_line_counts_only_samples_between_its_two_reads(
+    before: dict[str, float], after: dict[str, float], figures: str
+) -> None:
+    line = _compare_module().lag_line("c1", before, after)
+    assert line == f"bench compare-pharos-loop-lag-c1 {figures}"
+    assert LINE.match(line)

@@ -84,7 +84,7 @@ def test_compiled_and_source_builds_decide_alike() -> None:
 
 
 @pytest.mark.skipif(not COMPILED_BUILT, reason="no compiled policy here (no C compiler at install)")
-def test_the_policy_and_scheduler_tests_pass_on_the_source_build() -> None:
+def test_the_policy_scheduler_and_state_tests_pass_on_the_source_build() -> None:
     # This run used the default build; the same suites run again on the Python source.
     if os.environ.get(_load.PURE_ENV) == "1":
         pytest.skip("this run is the source build already")
@@ -99,6 +99,7 @@ def test_the_policy_and_scheduler_tests_pass_on_the_source_build() -> None:
             "-x",
             "tests/policy",
             "tests/sched",
+            "tests/state",  # state/view.py is compiled too
             "-p",
             "no:randomly",
         ],

@@ -1,9 +1,10 @@
-"""Which build of the policy modules loads: mypyc's or the Python source (issue 13).
+"""Which build of the compiled modules loads: mypyc's or the Python source (issue 13).
 
 The compiled modules (setup.py, when a C compiler is there) sit next to their sources and win
 the import. The source loads instead when PHAROS_PURE_PYTHON=1 (the tests run both), and when a
 source is newer than its compiled module: an edit without a reinstall must never run stale code.
-Runs once, at import, before any policy module loads; no routing code reads the environment.
+Runs once, at import, before any compiled module loads (pharos/__init__.py imports
+pharos.policy first); no routing code reads the environment.
 """
 
 from __future__ import annotations
@@ -18,6 +19,13 @@ from types import ModuleType
 
 PACKAGE = "pharos.policy"
 MODULES = ("types", "util", "explain", "cost", "least_load")
+COMPILED: dict[str, tuple[str, ...]] = {
+    PACKAGE: MODULES,
+    "pharos.sched": ("candidates",),
+    "pharos.state": ("view",),
+}
+"""Every module setup.py compiles, by package. One mypyc group: they load all compiled or all
+source, never mixed (a compiled candidates module builds the compiled Candidate)."""
 PURE_ENV = "PHAROS_PURE_PYTHON"
 
 
@@ -31,7 +39,7 @@ class _SourceOnly(importlib.abc.MetaPathFinder):
         target: ModuleType | None = None,  # noqa: ARG002 (the MetaPathFinder signature)
     ) -> importlib.machinery.ModuleSpec | None:
         package, _, name = fullname.rpartition(".")
-        if package != PACKAGE or name not in MODULES:
+        if name not in COMPILED.get(package, ()):
             return None
         for directory in path or ():
             source = os.path.join(directory, name + ".py")
@@ -40,16 +48,27 @@ class _SourceOnly(importlib.abc.MetaPathFinder):
         return None
 
 
-def stale_compiled(directory: str) -> list[str]:
+def stale_compiled(directory: str, modules: Sequence[str] = MODULES) -> list[str]:
     """Modules whose source changed after their compiled module was built."""
     stale = []
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
-        for name in MODULES:
+        for name in modules:
             compiled = os.path.join(directory, name + suffix)
             if os.path.isfile(compiled):
                 source = os.path.join(directory, name + ".py")
                 if os.path.getmtime(source) > os.path.getmtime(compiled):
                     stale.append(name)
+    return stale
+
+
+def stale_in_build(directory: str) -> list[str]:
+    """Every compiled module of COMPILED older than its source, as package.module; `directory`
+    is pharos/policy, the other packages its siblings."""
+    root = os.path.dirname(directory)
+    stale = []
+    for package, modules in COMPILED.items():
+        here = os.path.join(root, package.rpartition(".")[2])
+        stale += [f"{package}.{name}" for name in stale_compiled(here, modules)]
     return stale
 
 
@@ -60,7 +79,7 @@ def choose(directory: str) -> str:
     if os.environ.get(PURE_ENV) == "1":
         why = f"{PURE_ENV}=1"
     else:
-        stale = stale_compiled(directory)
+        stale = stale_in_build(directory)
         if stale:
             why = f"compiled {', '.join(stale)} older than the source: reinstall to rebuild"
     if why and not any(isinstance(f, _SourceOnly) for f in sys.meta_path):

@@ -55,6 +55,55 @@ def fits_if_cold(view: TargetView, others: Iterable[tuple[TargetView, int]]) -> 
     return size_bytes <= memory_bytes - held_bytes
 
 
+def usable_views(
+    views: Iterable[TargetView], exclude: frozenset[int]
+) -> tuple[list[TargetView], dict[int, int]]:
+    """The views a new lease may go to (up, not draining, not excluded by a retry), and their
+    generations by target id for the prefix lookup."""
+    usable: list[TargetView] = []
+    generations: dict[int, int] = {}
+    for view in views:
+        if view.up and not view.draining:
+            target_id = view.target_id
+            if target_id not in exclude:
+                usable.append(view)
+                generations[target_id] = view.generation
+    return usable, generations
+
+
+def index_of(candidates: Sequence[Candidate], target_id: int) -> int:
+    """Where the chosen target is among the candidates (and its view among the views)."""
+    for index, candidate in enumerate(candidates):
+        if candidate.target_id == target_id:
+            return index
+    raise ValueError(f"target {target_id} is not a candidate")
+
+
+def backend_occupancy(
+    views: Iterable[TargetView],
+    *,
+    local_inflight: Mapping[int, int],
+    peer_inflight: Mapping[str, int],
+    last_reply_end: Mapping[int, float],
+) -> list[tuple[TargetView, int]]:
+    """Each of a backend's targets with its occupancy, for `fits_if_cold` (one loop, inlined:
+    a helper call per target cost ~1 µs each)."""
+    out: list[tuple[TargetView, int]] = []
+    for view in views:
+        target_id = view.target_id
+        occupancy = local_inflight.get(target_id, 0)
+        if peer_inflight:
+            occupancy += peer_inflight.get(view.key, 0)
+        ended_at = last_reply_end.get(target_id)
+        scraped_at = view.last_fast_scrape_at
+        if ended_at is None or (scraped_at is not None and ended_at < scraped_at):
+            running = view.running
+            if running is not None and running > occupancy:
+                occupancy = running
+        out.append((view, occupancy))
+    return out
+
+
 def build_candidates(
     views: Sequence[TargetView],
     *,
@@ -74,7 +123,8 @@ def build_candidates(
     - warm: residency LOADED; None when the engine does not report residency
     - loading: residency LOADING, or a cold target with requests in flight
     - queue ahead: router waiters (all instances) + the engine's fresh Waiting
-    - `fits_of` is asked only about idle cold targets
+    - `fits_of` is asked only about idle cold targets whose host memory and size are known
+      (fits_if_cold is None otherwise): 16 Python calls an acquire fewer in bench_sched
 
     One inlined loop: it runs for every acquire and queue re-run, over up to 64 targets.
     """
@@ -122,7 +172,14 @@ def build_candidates(
         else:
             warm = False
             loading = residency is loading_state or occupancy > 0
-        fits = fits_of(view) if residency is cold and occupancy == 0 else None
+        fits = None
+        if (
+            residency is cold
+            and occupancy == 0
+            and view.memory_bytes is not None
+            and view.size_bytes is not None
+        ):
+            fits = fits_of(view)
         match = matches.get(target_id) if matches else None
         if free > 0:
             any_free = True

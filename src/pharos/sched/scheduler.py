@@ -14,10 +14,11 @@ from pharos.engine.types import Residency
 from pharos.policy import DEFAULT_CONFIG, POLICIES, PolicyConfig, RouteReq
 from pharos.prefix import Match, PrefixOp
 from pharos.sched.candidates import (
+    backend_occupancy,
     build_candidates,
-    engine_counts_fresh,
     fits_if_cold,
-    occupied,
+    index_of,
+    usable_views,
 )
 from pharos.sched.fairqueue import FairQueue, Waiter
 from pharos.sched.gauges import Gauges, PeerGauges
@@ -163,8 +164,7 @@ class Scheduler:
         Raises UnknownModel / Unavailable when no up, non-draining target serves the model.
         """
         views = self._targets.targets_for_model(request.model, now)
-        exclude = request.exclude_target_ids
-        usable = [v for v in views if v.up and not v.draining and v.target_id not in exclude]
+        usable, generations = usable_views(views, request.exclude_target_ids)
         if not usable:
             if not self._targets.model_listed(request.model):
                 raise UnknownModel(f"no backend serves model {request.model!r}")
@@ -175,27 +175,30 @@ class Scheduler:
         matches: dict[int, Match] = {}
         chain = request.chain
         if chain is not None and chain.hashes:
-            generations = {v.target_id: v.generation for v in usable}
             matches = self._prefix.lookup(chain, generations.get, len(generations))
         router_waiting = self._queue.waiting_for(request.model) + self._peers.waiting(
             request.model, now
         )
         if queued_since is not None:
             router_waiting -= 1
-        backend_occupancy: dict[str, list[tuple[TargetView, int]]] = {}
+        peer_inflight = self._peers.inflight_by_key(now)
+        by_backend: dict[str, list[tuple[TargetView, int]]] = {}
 
         def fits_of(view: TargetView) -> bool | None:
-            others = backend_occupancy.get(view.backend_url)
+            others = by_backend.get(view.backend_url)
             if others is None:
-                others = backend_occupancy[view.backend_url] = self._backend_occupancy(
-                    view.backend_url, now
+                others = by_backend[view.backend_url] = backend_occupancy(
+                    self._targets.targets_of_backend(view.backend_url, now),
+                    local_inflight=self._local,
+                    peer_inflight=peer_inflight,
+                    last_reply_end=self._last_reply_end,
                 )
             return fits_if_cold(view, others)
 
         candidates, any_free = build_candidates(
             usable,
             local_inflight=self._local,
-            peer_inflight=self._peers.inflight_by_key(now),
+            peer_inflight=peer_inflight,
             last_reply_end=self._last_reply_end,
             router_waiting=router_waiting,
             matches=matches,
@@ -209,7 +212,7 @@ class Scheduler:
         )
         if decision.target_id is None or decision.enqueue:
             return None, any_free
-        index = next(i for i, c in enumerate(candidates) if c.target_id == decision.target_id)
+        index = index_of(candidates, decision.target_id)
         view = usable[index]
         self._local[view.target_id] = self._local.get(view.target_id, 0) + 1
         self._keys[view.target_id] = view.key
@@ -224,16 +227,6 @@ class Scheduler:
             queued_since is not None,
         )
         return lease, True
-
-    def _cluster_inflight(self, view: TargetView, now: float) -> int:
-        return self._local.get(view.target_id, 0) + self._peers.inflight(view.key, now)
-
-    def _backend_occupancy(self, backend_url: str, now: float) -> list[tuple[TargetView, int]]:
-        out = []
-        for other in self._targets.targets_of_backend(backend_url, now):
-            fresh = engine_counts_fresh(other, self._last_reply_end.get(other.target_id))
-            out.append((other, occupied(other, self._cluster_inflight(other, now), fresh)))
-        return out
 
     # ---- the queue ------------------------------------------------------------------------
 
