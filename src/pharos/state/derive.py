@@ -28,6 +28,22 @@ def fresh(at: float | None, interval_s: float, options: StateOptions, now: float
     return at is not None and now - at <= options.stale_factor * interval_s
 
 
+def held_up(backend: BackendRuntime, options: StateOptions, now: float) -> bool:
+    """Up although its rounds are stale: its last rounds timed out while Pharos had requests
+    in flight on it (an engine that answers nothing while it generates). The hold lapses by
+    the staleness rule, counted from the last such round: the bound on silence with nothing
+    in flight. Load signals keep their own freshness rules (unknown once stale, never 0)."""
+    return fresh(backend.busy_silent_at, options.full_interval_s, options, now)
+
+
+def round_up(backend: BackendRuntime, options: StateOptions, now: float) -> bool:
+    """Its rounds vouch for it: a fresh full round, or the busy hold above."""
+    observed = backend.observed
+    return fresh(observed.full_at, options.full_interval_s, options, now) or held_up(
+        backend, options, now
+    )
+
+
 def _model_info(snapshot: Snapshot | None, model: str) -> ModelInfo | None:
     if snapshot is None or snapshot.models is None:
         return None
@@ -91,7 +107,10 @@ def target_view(
         model=model,
         served_model=record.served_model,
         kind=kind,
-        up=full_fresh and listed and backend.ejected is None and not backend.draining,
+        up=(full_fresh or held_up(backend, options, now))
+        and listed
+        and backend.ejected is None
+        and not backend.draining,
         draining=backend.draining,
         residency=residency_of(record, backend, options, now),
         running=_as_int(
