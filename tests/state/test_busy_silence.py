@@ -15,11 +15,12 @@ import pytest
 
 from pharos.engine.types import Load, Residency
 from pharos.state import StateOptions
+from pharos.state.derive import hold_bound_s
 from tests.state.fakes import URL, Harness, make_state, snap, spec
 
 LOADED = Residency.LOADED
 OPTIONS = StateOptions(fast_interval_s=1.0, full_interval_s=5.0, stale_factor=3.0)
-BOUND_S = OPTIONS.stale_factor * OPTIONS.full_interval_s  # 15 s
+BOUND_S = hold_bound_s(OPTIONS)  # 15 s stale window + 1.1 s to the next round + 3 s timeout
 
 
 async def _busy_backend() -> tuple[Harness, int]:
@@ -46,7 +47,7 @@ async def test_timeouts_while_our_request_is_in_flight_keep_the_backend_up(
     caplog.set_level(logging.INFO, logger="pharos.state")
     h, target_id = await _busy_backend()
     h.engine.silent.add(URL)
-    await _rounds(h, 40)  # far past the staleness bound of its last answered round (15 s)
+    await _rounds(h, 40)  # far past the bound counted from its last answered round
 
     view = h.state.target(target_id, h.clock.now())
     assert view is not None
@@ -65,7 +66,7 @@ async def test_timeouts_while_our_request_is_in_flight_keep_the_backend_up(
     [
         # seconds of silence after our last request ended | still up
         (1, True),
-        (int(BOUND_S) - 1, True),
+        (int(BOUND_S), True),
         (int(BOUND_S) + 1, False),  # past the bound: marked down by the next round
     ],
 )
