@@ -83,7 +83,7 @@ async def test_silence_with_nothing_in_flight_marks_it_down_past_the_bound(
     [status] = h.state.backends()
     assert view is not None and view.up is up
     assert status.up is up
-    assert status.reachable is (True if up else False)
+    assert status.reachable is up
     assert ((URL, "scrape", "unreachable") in h.decisions) is not up
 
 

@@ -210,7 +210,7 @@ class Forwarder:
                 url,
                 data=out_body,
                 headers=forward_headers(ex.request),
-                timeout=self._upstream_timeout,
+                bounds=self._upstream_timeout,
             )
         except aiohttp.SocketTimeoutError:
             lease.release(NO_REPLY)  # the engine may still be working on it: no retry, no eject

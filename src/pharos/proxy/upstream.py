@@ -69,7 +69,7 @@ async def post_upstream(
     *,
     data: bytes,
     headers: dict[str, str],
-    timeout: aiohttp.ClientTimeout,
+    bounds: aiohttp.ClientTimeout,
 ) -> aiohttp.ClientResponse:
     """POST until the reply's headers, once more when the connection closed before any byte
     came back (ServerDisconnectedError).
@@ -79,10 +79,10 @@ async def post_upstream(
     backend. aiohttp drops the closed connection, so the second try goes out on another; a
     refused connect (ClientConnectorError) or a second disconnect is raised to the caller."""
     try:
-        return await session.post(url, data=data, headers=headers, timeout=timeout)
+        return await session.post(url, data=data, headers=headers, timeout=bounds)
     except aiohttp.ServerDisconnectedError:
         pass
-    return await session.post(url, data=data, headers=headers, timeout=timeout)
+    return await session.post(url, data=data, headers=headers, timeout=bounds)
 
 
 def is_idle_timeout(exc: BaseException) -> bool:
