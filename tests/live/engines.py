@@ -59,7 +59,12 @@ def llamacpp_python() -> Path:
 
 def start_llamacpp_python(log_dir: Path) -> RunningEngine:
     """llama-cpp-python's OpenAI-compatible server serving SmolLM2 as `smollm2` (kind openai:
-    no /health, no /metrics); it answers one request at a time."""
+    no /health, no /metrics); it answers one request at a time.
+
+    `--interrupt_requests False`: by default (0.3.36) a streaming reply is cut, without its
+    terminating chunk, as soon as any other request waits for the model's lock, Pharos's
+    GET /v1/models included (live: ClientPayloadError, "died mid-reply"). With it off, other
+    requests wait for the lock instead, which is the stall the scraper must ride out."""
     require([llamacpp_python()], "install-llamacpp-python.sh")
     require([smollm2_gguf()], "fetch-models.sh")
     port = free_port()
@@ -68,6 +73,7 @@ def start_llamacpp_python(log_dir: Path) -> RunningEngine:
         "--model", str(smollm2_gguf()),
         "--model_alias", SERVED_MODEL,
         "--n_ctx", "4096", "--n_threads", "2", "--verbose", "False",
+        "--interrupt_requests", "False",
         "--host", "127.0.0.1", "--port", str(port),
     )  # fmt: skip
     engine = _start("llama-cpp-python", Kind.OPENAI, argv, port, log_dir)

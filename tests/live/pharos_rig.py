@@ -83,7 +83,9 @@ class LiveRouter:
 
 
 @contextlib.asynccontextmanager
-async def open_router(backends: Sequence[BackendSpec]) -> AsyncIterator[LiveRouter]:
+async def open_router(
+    backends: Sequence[BackendSpec], state: StateOptions = LIVE_STATE
+) -> AsyncIterator[LiveRouter]:
     """No keys in config: every client is the anonymous admin key, so /usage and /status
     answer without a header."""
     done: list[RequestDone] = []
@@ -91,7 +93,7 @@ async def open_router(backends: Sequence[BackendSpec]) -> AsyncIterator[LiveRout
         Config(),
         clock=SystemClock(),
         backends=backends,
-        options=RuntimeOptions(state=LIVE_STATE, on_done=done.append),
+        options=RuntimeOptions(state=state, on_done=done.append),
     )
     async with running(pharos) as base_url:
         assert await pharos.wait_ready(READY_TIMEOUT_S), "Pharos's first scrape round"

@@ -40,13 +40,20 @@ W, C, J = Dispatch.WARM, Dispatch.COLD, Dispatch.JOINED
         (W, ok(prompt_tokens=5000, cached_tokens=None, ttft_s=0.5), Samples(None, None, 3.0)),
         # prompt tokens unknown: none either
         (W, ok(prompt_tokens=None, cached_tokens=0, ttft_s=0.5), Samples(None, None, 3.0)),
-        # cold: the load from the engine, no service sample, no TTFT-based prefill
+        # cold: the load from the engine, no TTFT-based prefill; the service after the load
+        (
+            C,
+            ok(prompt_tokens=2000, cached_tokens=0, engine_load_s=2.0, ttft_s=2.5),
+            Samples(None, 2.0, 1.0),
+        ),
+        # an engine load time longer than the whole reply: no service sample
         (
             C,
             ok(prompt_tokens=2000, cached_tokens=0, engine_load_s=4.0, ttft_s=6.0),
             Samples(None, 4.0, None),
         ),
-        # cold without an engine load time: TTFT is the load
+        # cold without an engine load time: TTFT is the load, the rest of the reply the service
+        (C, ok(prompt_tokens=2000, cached_tokens=0, ttft_s=2.0), Samples(None, 2.0, 1.0)),
         (C, ok(prompt_tokens=2000, cached_tokens=0, ttft_s=6.0), Samples(None, 6.0, None)),
         # cold but the engine loaded nothing (< 10 ms): counts as warm
         (
@@ -54,14 +61,15 @@ W, C, J = Dispatch.WARM, Dispatch.COLD, Dispatch.JOINED
             ok(prompt_tokens=2000, cached_tokens=0, engine_load_s=0.0005, ttft_s=2.0),
             Samples(0.001, None, 3.0),
         ),
-        # cold with a TTFT under 10 ms: no load sample
-        (C, ok(ttft_s=0.005), Samples()),
+        # cold with a TTFT under 10 ms: no load sample, the reply after it is the service
+        (C, ok(ttft_s=0.005), Samples(None, None, 2.995)),
         # cold with no first byte: nothing to learn about the load
         (C, ok(ttft_s=None), Samples()),
         # warm but the engine loaded the model (unexpected_load): learned as a load
-        (W, ok(engine_load_s=0.6, ttft_s=0.9), Samples(None, 0.6, None)),
-        # joined a load under way: a partial load teaches nothing
-        (J, ok(prompt_tokens=2000, cached_tokens=0, ttft_s=3.0), Samples()),
+        (W, ok(engine_load_s=0.6, ttft_s=0.9), Samples(None, 0.6, 2.4)),
+        # joined a load under way: a partial load teaches no load, the rest of the reply the
+        # service (without it a cold burst costed waiting at the assumed 5 s: issue 14)
+        (J, ok(prompt_tokens=2000, cached_tokens=0, ttft_s=2.0), Samples(None, None, 1.0)),
         # the client left: the duration is cut short
         (W, ok(client_left=True), Samples()),
         # failed replies teach nothing

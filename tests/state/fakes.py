@@ -9,6 +9,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pharos.clock import FakeClock
+from pharos.engine import BackendUnreachable
 from pharos.engine.types import Feed, Kind, Load, ModelInfo, Probe, Residency, Signal, Snapshot
 from pharos.state import BackendSpec, State, StateOptions
 
@@ -47,6 +48,7 @@ class FakeResult:
     failed: Mapping[str, str]
     answered: bool
     plan_version: str | None
+    silent: bool = False
 
     @property
     def needs_resolve(self) -> bool:
@@ -82,7 +84,8 @@ class FakeEngine:
 
     def __init__(self) -> None:
         self.snapshots: dict[str, Snapshot] = {}
-        self.down: set[str] = set()
+        self.down: set[str] = set()  # refuses connections
+        self.silent: set[str] = set()  # accepts them and answers nothing (every fetch times out)
         self.failed: dict[str, dict[str, str]] = {}
         self.log_probes: dict[str, tuple[Probe, ...]] = {}
         self.incomplete: set[str] = set()
@@ -102,6 +105,8 @@ class FakeEngine:
         self.calls.append((url, "resolve"))
         if url in self.down:
             raise ConnectionError("no answer")
+        if url in self.silent:
+            raise BackendUnreachable(f"{url}: no path answered (timeout after 3s)", silent=True)
         current = self.snapshots[url]
         probes = self.log_probes.get(url, ()) if has_log_feed else ()
         plan = FakePlan(
@@ -127,6 +132,10 @@ class FakeEngine:
             self.during_scrape()
         if url in self.down:
             return FakeResult(Snapshot(), {}, answered=False, plan_version=plan.version)
+        if url in self.silent:
+            return FakeResult(
+                Snapshot(), {}, answered=False, plan_version=plan.version, silent=True
+            )
         current = self.snapshots[url]
         if fast_only:
             fast_loads = {
@@ -194,6 +203,7 @@ class Harness:
     engine: FakeEngine
     decisions: list[tuple[str, str, str]]
     rounds: list[str]
+    inflight: dict[int, int]  # target id -> Pharos's requests on it (what State is told)
 
 
 def make_state(
@@ -206,6 +216,7 @@ def make_state(
     engine = FakeEngine()
     decisions: list[tuple[str, str, str]] = []
     rounds: list[str] = []
+    inflight: dict[int, int] = {}
     extra: dict[str, Any] = {}
     if sleep is not None:
         extra["sleep"] = sleep
@@ -219,9 +230,10 @@ def make_state(
         follow_line_fn=fake_follow_line,
         apply_aliases_fn=fake_aliases,
         open_log_feed=open_log_feed,
+        inflight_of=lambda target_id: inflight.get(target_id, 0),
         **extra,
     )
-    return Harness(state, clock, engine, decisions, rounds)
+    return Harness(state, clock, engine, decisions, rounds, inflight)
 
 
 def spec(url: str = URL, **kwargs: Any) -> BackendSpec:

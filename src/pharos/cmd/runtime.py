@@ -161,6 +161,7 @@ class Pharos:
             on_round=self._round_done,
             on_decision=self._decided,
             open_log_feed=open_log_feed,
+            inflight_of=self._inflight_of,
         )
         self.sources = BackendSources(self.state.set_backends)
         self.sources.set(STATIC, backends if backends is not None else backend_specs(config))
@@ -223,6 +224,10 @@ class Pharos:
 
     def _round_done(self, _backend_url: str) -> None:
         self.sched.kick()
+
+    def _inflight_of(self, target_id: int) -> int:
+        """State reads the scheduler's leases (built after it: State is its TargetSource)."""
+        return self.sched.inflight(target_id)
 
     def _decided(self, backend: str, stage: str, outcome: str) -> None:
         self.obs.on_decision(backend, stage, outcome)

@@ -16,7 +16,7 @@ import aiohttp
 
 from pharos.engine import library as lib
 from pharos.engine.errors import BackendUnreachable, DetectionFailed
-from pharos.engine.fetch import Fetched, fetch_all
+from pharos.engine.fetch import Fetched, all_silent, fetch_all
 from pharos.engine.snapshots import known
 from pharos.engine.types import Kind, Probe, ProbeError
 
@@ -52,7 +52,9 @@ def kind_from(fetched: Mapping[str, Fetched]) -> Kind:
     """The kind the fingerprint answers show; raises DetectionFailed / BackendUnreachable."""
     answers = [fetched[p] for p in FINGERPRINT_PATHS]
     if all(a.status is None for a in answers):
-        raise BackendUnreachable(f"no answer on any fingerprint path: {answers[0].reason()}")
+        raise BackendUnreachable(
+            f"no answer on any fingerprint path: {answers[0].reason()}", silent=all_silent(answers)
+        )
     unanswered: list[str] = []
     for kind, probes in FINGERPRINTS:
         if all(_reads(p, fetched[_path(p)]) for p in probes):

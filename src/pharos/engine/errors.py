@@ -8,7 +8,13 @@ class ResolveError(Exception):
 
 
 class BackendUnreachable(ResolveError):
-    """No path answered with a 2xx: down, refusing, or 5xx on everything."""
+    """No path answered with a 2xx: down, refusing, or 5xx on everything.
+
+    `silent`: every path timed out (nothing refused, nothing answered 5xx)."""
+
+    def __init__(self, message: str, *, silent: bool = False) -> None:
+        super().__init__(message)
+        self.silent = silent
 
 
 class DetectionFailed(ResolveError):

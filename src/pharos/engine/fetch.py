@@ -17,6 +17,7 @@ class Fetched:
     status: int | None  # None: no HTTP answer at all
     body: bytes = b""
     error: str | None = None
+    timed_out: bool = False  # no answer within the timeout (silent, not refusing)
 
     @property
     def ok(self) -> bool:
@@ -60,12 +61,19 @@ async def fetch(
                 chunks.append(chunk)
             return Fetched(resp.status, b"".join(chunks))
     except TimeoutError:
-        return Fetched(None, error=f"timeout after {timeout_s:g}s")
+        return Fetched(None, error=f"timeout after {timeout_s:g}s", timed_out=True)
     except (aiohttp.ClientError, OSError, ValueError) as err:
         detail = str(err)
         return Fetched(
             None, error=f"{type(err).__name__}: {detail}" if detail else type(err).__name__
         )
+
+
+def all_silent(fetched: Iterable[Fetched]) -> bool:
+    """Every fetch timed out: the engine is silent (llama-cpp-python answers nothing while it
+    generates), which is not the same as refusing a connection or answering 5xx."""
+    answers = list(fetched)
+    return bool(answers) and all(f.timed_out for f in answers)
 
 
 async def fetch_all(

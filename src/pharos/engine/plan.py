@@ -62,6 +62,7 @@ class ScrapeResult:
     failed: Mapping[str, str]  # planned probe name -> reason (non-empty => caller re-resolves)
     answered: bool  # False = no path answered with a 2xx (unreachable, or 5xx everywhere)
     plan_version: str | None = None
+    silent: bool = False  # not answered because every path timed out (none refused)
 
     @property
     def needs_resolve(self) -> bool:

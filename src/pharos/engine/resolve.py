@@ -10,7 +10,7 @@ import aiohttp
 
 from pharos.engine.detect import detect_fetched
 from pharos.engine.errors import BackendUnreachable
-from pharos.engine.fetch import Fetched, fetch_all
+from pharos.engine.fetch import Fetched, all_silent, fetch_all
 from pharos.engine.plan import Plan, ScrapeResult
 from pharos.engine.recipes import RECIPES
 from pharos.engine.router_mode import per_model_path
@@ -126,7 +126,9 @@ async def resolve(
     mine = [fetched[_path(p)] for p in http]
     if not any(f.ok for f in mine):
         reasons = sorted({f.reason() or "" for f in mine})
-        raise BackendUnreachable(f"{base_url}: no path answered ({'; '.join(reasons)})")
+        raise BackendUnreachable(
+            f"{base_url}: no path answered ({'; '.join(reasons)})", silent=all_silent(mine)
+        )
 
     version = _version_of(candidates, fetched)
     listed = _listed_models(candidates, fetched)
@@ -234,4 +236,5 @@ async def scrape(
         failed=MappingProxyType(failed),
         answered=any(f.ok for f in fetched.values()),
         plan_version=plan.version,
+        silent=all_silent(fetched.values()),
     )

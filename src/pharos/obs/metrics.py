@@ -60,8 +60,8 @@ DECISIONS: dict[str, tuple[str, ...]] = {
         "client_left",
         "pharos_error",
     ),
-    "resolve": ("new_plan", "same_plan", "failed"),
-    "scrape": ("ok", "probe_failed", "new_version", "unreachable"),
+    "resolve": ("new_plan", "same_plan", "failed", "busy_timeout"),
+    "scrape": ("ok", "probe_failed", "new_version", "unreachable", "busy_timeout"),
     "generation": ("unloaded", "unlisted", "new_version"),
     "log_feed": ("connected", "ended", "open_failed"),
 }

@@ -39,6 +39,7 @@ from pharos.proxy.upstream import (
     is_idle_timeout,
     no_usage,
     not_on_ollama,
+    post_upstream,
     refusal_message,
     upstream_idle,
     upstream_timeout,
@@ -204,11 +205,12 @@ class Forwarder:
         url = target.backend_url.rstrip("/") + ex.request.path_qs
         sent_s = self._clock.now()
         try:
-            upstream = await self._session.post(
+            upstream = await post_upstream(
+                self._session,
                 url,
                 data=out_body,
                 headers=forward_headers(ex.request),
-                timeout=self._upstream_timeout,
+                bounds=self._upstream_timeout,
             )
         except aiohttp.SocketTimeoutError:
             lease.release(NO_REPLY)  # the engine may still be working on it: no retry, no eject

@@ -63,6 +63,28 @@ def upstream_timeout(idle_s: float) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=idle_s)
 
 
+async def post_upstream(
+    session: aiohttp.ClientSession,
+    url: str,
+    *,
+    data: bytes,
+    headers: dict[str, str],
+    bounds: aiohttp.ClientTimeout,
+) -> aiohttp.ClientResponse:
+    """POST until the reply's headers, once more when the connection closed before any byte
+    came back (ServerDisconnectedError).
+
+    llama-server closes keep-alive connections after long requests, and a request sent on the
+    pooled connection it closed fails so: taken for a refused connection, it ejected a live
+    backend. aiohttp drops the closed connection, so the second try goes out on another; a
+    refused connect (ClientConnectorError) or a second disconnect is raised to the caller."""
+    try:
+        return await session.post(url, data=data, headers=headers, timeout=bounds)
+    except aiohttp.ServerDisconnectedError:
+        pass
+    return await session.post(url, data=data, headers=headers, timeout=bounds)
+
+
 def is_idle_timeout(exc: BaseException) -> bool:
     """aiohttp raises a read timeout as SocketTimeoutError, sometimes wrapped in a payload
     error; a connect timeout is not one."""

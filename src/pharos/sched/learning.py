@@ -78,10 +78,26 @@ def samples_from(feedback: Feedback, dispatch: Dispatch, *, control: bool) -> Sa
         measured = feedback.engine_load_s if feedback.engine_load_s is not None else feedback.ttft_s
         if measured is not None and measured >= MIN_LOAD_S:
             load = measured
-    service = None
-    if effective is Dispatch.WARM and feedback.duration_s is not None and not feedback.client_left:
-        service = feedback.duration_s
-    return Samples(prefill, load, service)
+    return Samples(prefill, load, _service_sample(feedback, effective))
+
+
+def _service_sample(feedback: Feedback, effective: Dispatch) -> float | None:
+    """A warm reply's whole duration; a cold or joined one's duration after its load.
+
+    Without the second, a burst for a cold model taught a load time (its first reply) but no
+    service time, and waiting behind the warm, busy target was costed at the assumed 5 s:
+    live, two router-mode llama-servers loaded the model twice ("cold, est 2.2s vs 2.5s
+    (busy)"). The load ends by the first token at the latest, so duration - ttft (decode
+    only) bounds the service time from below when the engine reports no load time."""
+    duration_s = feedback.duration_s
+    if duration_s is None or feedback.client_left:
+        return None
+    if effective is Dispatch.WARM:
+        return duration_s
+    loaded_by_s = feedback.engine_load_s if feedback.engine_load_s is not None else feedback.ttft_s
+    if loaded_by_s is None or loaded_by_s > duration_s:
+        return None
+    return duration_s - loaded_by_s
 
 
 def load_outcome(dispatch: Dispatch, feedback: Feedback, *, control: bool) -> str | None:

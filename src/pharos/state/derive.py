@@ -28,6 +28,33 @@ def fresh(at: float | None, interval_s: float, options: StateOptions, now: float
     return at is not None and now - at <= options.stale_factor * interval_s
 
 
+def hold_bound_s(options: StateOptions) -> float:
+    """How long a silent backend stays up after the last round that found our requests on it:
+    the staleness window, plus the gap to the next round and the longest a silent round takes
+    (its timeout). Without the last two, a 20 ms-round test rig with a 100 ms scrape timeout
+    dropped the hold between two silent rounds."""
+    next_round_s = options.fast_interval_s * (1.0 + options.jitter_fraction)
+    longest_round_s = max(options.scrape_timeout_s, options.resolve_timeout_s)
+    return options.stale_factor * options.full_interval_s + next_round_s + longest_round_s
+
+
+def held_up(backend: BackendRuntime, options: StateOptions, now: float) -> bool:
+    """Up although its rounds are stale: its last rounds timed out while Pharos had requests
+    in flight on it (an engine that answers nothing while it generates). The hold lapses
+    `hold_bound_s` after the last such round: the bound on silence with nothing in flight.
+    Load signals keep their own freshness rules (unknown once stale, never 0)."""
+    at = backend.busy_silent_at
+    return at is not None and now - at <= hold_bound_s(options)
+
+
+def round_up(backend: BackendRuntime, options: StateOptions, now: float) -> bool:
+    """Its rounds vouch for it: a fresh full round, or the busy hold above."""
+    observed = backend.observed
+    return fresh(observed.full_at, options.full_interval_s, options, now) or held_up(
+        backend, options, now
+    )
+
+
 def _model_info(snapshot: Snapshot | None, model: str) -> ModelInfo | None:
     if snapshot is None or snapshot.models is None:
         return None
@@ -91,7 +118,10 @@ def target_view(
         model=model,
         served_model=record.served_model,
         kind=kind,
-        up=full_fresh and listed and backend.ejected is None and not backend.draining,
+        up=(full_fresh or held_up(backend, options, now))
+        and listed
+        and backend.ejected is None
+        and not backend.draining,
         draining=backend.draining,
         residency=residency_of(record, backend, options, now),
         running=_as_int(

@@ -58,6 +58,7 @@ class BackendRuntime:
     resolved_at: float | None = None
     needs_resolve: bool = False
     draining: bool = False
+    busy_silent_at: float | None = None  # last round that timed out with our requests in flight
     target_ids: list[int] = field(default_factory=list)
     scrape_task: asyncio.Task[None] | None = None
     log_task: asyncio.Task[None] | None = None

@@ -3,6 +3,9 @@
 A round resolves the backend's plan when one is due, else scrapes with it (a full round every
 `rounds_per_full`). Every snapshot gets the backend's aliases and its time, then is applied to
 the registry. A round that fails marks the backend down; the next answered one brings it up.
+A round that only timed out while Pharos has requests in flight on the backend is not a
+failure: llama-cpp-python's server answers nothing, /v1/models included, while it generates
+(live, 0.3.36), so such a round holds the backend up (derive.held_up) and marks nothing down.
 State owns which backends exist; this module only runs them.
 """
 
@@ -17,8 +20,17 @@ from dataclasses import replace
 import aiohttp
 
 from pharos.clock import Clock
-from pharos.engine import Plan, ScrapeResult, apply_aliases, follow_line, resolve, scrape
+from pharos.engine import (
+    BackendUnreachable,
+    Plan,
+    ScrapeResult,
+    apply_aliases,
+    follow_line,
+    resolve,
+    scrape,
+)
 from pharos.engine.types import Snapshot
+from pharos.state.derive import held_up
 from pharos.state.logfollow import FollowLineFn, LogFeedOpener, LogFollower, SleepFn
 from pharos.state.records import BackendRuntime
 from pharos.state.registry import TargetRegistry
@@ -76,7 +88,9 @@ class Scraper:
     """Runs rounds for the backends State hands it.
 
     `follows_now(backend)` says whether State has started and the backend is still its
-    current one (its log task may run); `round_done(backend)` is called after every round.
+    current one (its log task may run); `round_done(backend)` is called after every round;
+    `in_flight(backend)` says whether Pharos has requests on it now (replies still streaming
+    included).
     """
 
     def __init__(
@@ -88,6 +102,7 @@ class Scraper:
         *,
         follows_now: BackendCheck,
         round_done: BackendHook,
+        in_flight: BackendCheck,
         on_decision: Callable[[str, str, str], None] | None,
         resolve_fn: ResolveFn | None,
         scrape_fn: ScrapeFn | None,
@@ -103,6 +118,7 @@ class Scraper:
         self._registry = registry
         self._follows_now = follows_now
         self._round_done = round_done
+        self._in_flight = in_flight
         self._on_decision = on_decision
         self._resolve: ResolveFn = resolve_fn or resolve
         self._scrape: ScrapeFn = scrape_fn or scrape
@@ -146,11 +162,12 @@ class Scraper:
 
     async def run_round(self, backend: BackendRuntime) -> None:
         now = self._clock.now()
+        busy = self._in_flight(backend)
         try:
             if self._resolve_due(backend, now):
-                await self._resolve_round(backend, now)
+                await self._resolve_round(backend, now, busy)
             else:
-                await self._scrape_round(backend, now)
+                await self._scrape_round(backend, now, busy)
         except asyncio.CancelledError:
             raise
         except Exception as error:  # a bug or an engine surprise must not end the scraper
@@ -166,7 +183,7 @@ class Scraper:
             return True  # a probe was dropped for a passing reason (no answer, a 5xx)
         return since_s >= self._options.resolve_every_s
 
-    async def _resolve_round(self, backend: BackendRuntime, now: float) -> None:
+    async def _resolve_round(self, backend: BackendRuntime, now: float, busy: bool) -> None:
         spec = backend.spec
         try:
             plan, snapshot = await self._resolve(
@@ -179,6 +196,11 @@ class Scraper:
             )
         except asyncio.CancelledError:
             raise
+        except BackendUnreachable as error:
+            if not (error.silent and self._silent_round(backend, "resolve", busy)):
+                self._decide(spec.url, "resolve", "failed")
+                self._round_failed(backend, f"resolve failed: {type(error).__name__}: {error}")
+            return
         except Exception as error:
             self._decide(spec.url, "resolve", "failed")
             self._round_failed(backend, f"resolve failed: {type(error).__name__}: {error}")
@@ -196,7 +218,7 @@ class Scraper:
         self._answered(backend)
         self.sync_log_follower(backend)
 
-    async def _scrape_round(self, backend: BackendRuntime, now: float) -> None:
+    async def _scrape_round(self, backend: BackendRuntime, now: float, busy: bool) -> None:
         spec = backend.spec
         plan = backend.plan
         assert plan is not None
@@ -212,6 +234,8 @@ class Scraper:
             timeout_s=self._options.scrape_timeout_s,
         )
         if not result.answered:
+            if result.silent and self._silent_round(backend, "scrape", busy):
+                return
             self._decide(spec.url, "scrape", "unreachable")
             self._round_failed(backend, "unreachable")
             return
@@ -242,8 +266,22 @@ class Scraper:
 
     # --- up and down -----------------------------------------------------------------------
 
+    def _silent_round(self, backend: BackendRuntime, stage: str, busy_at_start: bool) -> bool:
+        """A round every path of which timed out: True when it holds the backend up (Pharos
+        had requests on it when the round started or has now, or had them during a recent
+        silent round), False when it fails like any other. A refused connection never
+        gets here."""
+        now = self._clock.now()
+        if busy_at_start or self._in_flight(backend):
+            backend.busy_silent_at = now
+        elif not held_up(backend, self._options, now):
+            return False
+        self._decide(backend.spec.url, stage, "busy_timeout")
+        return True
+
     def _answered(self, backend: BackendRuntime) -> None:
         was_down = _is_down(backend)
+        backend.busy_silent_at = None
         backend.reachable = True
         backend.down_reason = None
         backend.ejected = None
@@ -252,6 +290,7 @@ class Scraper:
 
     def _round_failed(self, backend: BackendRuntime, reason: str) -> None:
         was_down = _is_down(backend)
+        backend.busy_silent_at = None
         backend.reachable = False
         backend.down_reason = reason
         if not was_down:

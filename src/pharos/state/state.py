@@ -46,8 +46,12 @@ class State:
         open_log_feed: LogFeedOpener | None = None,
         rng: random.Random | None = None,
         sleep: SleepFn = asyncio.sleep,
+        inflight_of: Callable[[int], int] | None = None,
     ) -> None:
+        """`inflight_of(target_id)`: Pharos's requests on the target now (the scheduler's
+        leases); a backend with any is held up through scrape timeouts. None: never busy."""
         self._clock = clock
+        self._inflight_of = inflight_of
         self._options = options
         self._on_round = on_round
         self._registry = TargetRegistry()
@@ -58,6 +62,7 @@ class State:
             self._registry,
             follows_now=self._is_current,
             round_done=self._round_done,
+            in_flight=self._in_flight,
             on_decision=on_decision,
             resolve_fn=resolve_fn,
             scrape_fn=scrape_fn,
@@ -170,6 +175,10 @@ class State:
             self._check_ready()
         if self._on_round is not None:
             self._on_round(url)
+
+    def _in_flight(self, backend: BackendRuntime) -> bool:
+        inflight_of = self._inflight_of
+        return inflight_of is not None and any(inflight_of(t) > 0 for t in backend.target_ids)
 
     def _is_current(self, backend: BackendRuntime) -> bool:
         return self._started and self._backends.get(backend.spec.url) is backend

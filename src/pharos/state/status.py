@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import MappingProxyType
 
 from pharos.engine.types import Residency, Signal, Snapshot
-from pharos.state.derive import fresh, kind_of
+from pharos.state.derive import kind_of, round_up
 from pharos.state.records import BackendRuntime
 from pharos.state.spec import BackendStatus, ProbeStatus, StateOptions
 
@@ -85,9 +85,7 @@ def backend_status(
         dropped_probes=MappingProxyType({} if plan is None else dict(plan.dropped)),
         full_round_age_s=None if observed.full_at is None else now - observed.full_at,
         fast_round_age_s=None if observed.fast_at is None else now - observed.fast_at,
-        up=not backend.draining
-        and backend.ejected is None
-        and fresh(observed.full_at, options.full_interval_s, options, now),
+        up=not backend.draining and backend.ejected is None and round_up(backend, options, now),
         reachable=backend.reachable,
         down_reason=backend.down_reason,
         ejected=backend.ejected,
