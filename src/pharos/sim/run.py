@@ -14,6 +14,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from pharos.sim import sharegpt
 from pharos.sim.engines import HostSpec, SimEngine
 from pharos.sim.routers import PharosRouter, make_router
 from pharos.sim.traces import Mix, Session, build_request, sessions
@@ -29,6 +30,12 @@ class Scenario:
     hosts: tuple[HostSpec, ...]
     mix: Mix
     duration_s: float = 600.0
+    source: str = "synthetic"  # or "sharegpt": the mix's chat and noise users replay ShareGPT
+
+    def sessions(self, seed: int) -> list[Session]:
+        if self.source == "sharegpt":
+            return sharegpt.scenario_sessions_of(self.mix, self.duration_s, seed)
+        return list(sessions(self.mix, self.duration_s, seed))
 
     def with_duration(self, duration_s: float) -> Scenario:
         return dataclasses.replace(self, duration_s=duration_s)
@@ -42,6 +49,8 @@ class Sample:
     prompt_tokens: int
     cached_tokens: int
     router_wait_s: float
+    turn_index: int = 0
+    engine: str = ""
 
 
 @dataclass(frozen=True)
@@ -121,6 +130,8 @@ async def _simulate(scenario: Scenario, policy: str, seed: int) -> Result:
                         routed.served.prompt_tokens,
                         routed.served.cached_tokens,
                         routed.router_wait_s,
+                        index,
+                        routed.engine.spec.name,
                     )
                 )
                 engine_of_turn[f"{session.user}@{session.start_s:.0f}"].append(
@@ -134,7 +145,7 @@ async def _simulate(scenario: Scenario, policy: str, seed: int) -> Result:
             router.scrape()
 
     by_user: dict[str, list[Session]] = defaultdict(list)
-    for session in sessions(scenario.mix, scenario.duration_s, seed):
+    for session in scenario.sessions(seed):
         by_user[session.user].append(session)
     scraper = asyncio.create_task(scrape_forever()) if isinstance(router, PharosRouter) else None
     try:

@@ -76,6 +76,27 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                     burst_model="c",
                 ),
             ),
+            Scenario(
+                "sharegpt",
+                "two equal llama.cpp hosts, six users replaying ShareGPT chats",
+                (_cpu("e0"), _cpu("e1")),
+                Mix(chat_users=6),
+                source="sharegpt",
+            ),
+            Scenario(
+                "sharegpt-noisy",
+                "as sharegpt, and a ShareGPT client loading e0 directly, unseen by the router",
+                (_cpu("e0"), _cpu("e1")),
+                Mix(chat_users=6, noise_users=1),
+                source="sharegpt",
+            ),
+            Scenario(
+                "sharegpt-hetero",
+                "a fast and a slow host (3x apart), six users replaying ShareGPT chats",
+                (_cpu("fast", 2.0), _cpu("slow", 2.0 / 3.0)),
+                Mix(chat_users=6),
+                source="sharegpt",
+            ),
         )
     }
 )

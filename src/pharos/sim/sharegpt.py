@@ -319,6 +319,17 @@ def load_sessions(
     )
 
 
+def scenario_sessions_of(mix: Mix, duration_s: float, seed: int) -> list[Session]:
+    """The simulator's: a Mix's chat and noise users (its other classes stay synthetic-only)."""
+    return load_sessions(
+        users=mix.chat_users,
+        seed=seed,
+        duration_s=duration_s,
+        noise_users=mix.noise_users,
+        models=mix.models,
+    )
+
+
 def scenario_sessions(
     mix: Mix, duration_s: float, seed: int, path: Path | None = None
 ) -> list[tuple[Session, bool]]:
