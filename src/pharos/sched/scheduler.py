@@ -27,6 +27,7 @@ from pharos.sched.learning import (
     samples_from,
 )
 from pharos.sched.lease import Lease
+from pharos.sched.replies import with_reply_credited
 from pharos.sched.types import (
     Feedback,
     NeverFits,
@@ -175,7 +176,9 @@ class Scheduler:
         chain = request.chain
         if chain is not None and chain.hashes:
             generations = {v.target_id: v.generation for v in usable}
-            matches = self._prefix.lookup(chain, generations.get, len(generations))
+            matches = with_reply_credited(
+                self._prefix.lookup(chain, generations.get, len(generations)), chain
+            )
         router_waiting = self._queue.waiting_for(request.model) + self._peers.waiting(
             request.model, now
         )
