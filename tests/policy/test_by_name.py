@@ -17,7 +17,7 @@ from pharos.policy.types import CANDIDATE_FIELDS
 
 
 def reference(c: Candidate, prompt_tokens: int, cands: list[Candidate]) -> dict[str, object]:
-    """est_ttft = wait + load + prefill + KV penalty, every input read by its name."""
+    """est_ttft = wait + load + prefill + KV penalty + rework, every input read by its name."""
     config = DEFAULT_CONFIG
 
     def fb(name: str, default: float) -> float:
@@ -44,16 +44,19 @@ def reference(c: Candidate, prompt_tokens: int, cands: list[Candidate]) -> dict[
     if c.kv_usage is not None and c.kv_usage > config.kv_pressure_from and matched > 0:
         lost = (c.kv_usage - config.kv_pressure_from) / (1 - config.kv_pressure_from)
         penalty = matched * per_token * min(lost, 1.0)
+    top = min(max([0, *(o.matched_tokens for o in cands)]), prompt_tokens)
+    rework = max(top - matched, 0) * per_token * config.rework_weight
     util = (max(capacity - c.free_slots, 0) + c.queue_ahead) / capacity
     return {
         "target_id": c.target_id,
         "feasible": feasible,
-        "est_ttft_s": wait + load + prefill + penalty if feasible else math.inf,
+        "est_ttft_s": wait + load + prefill + penalty + rework if feasible else math.inf,
         "wait_s": wait,
         "load_s": load,
         "prefill_s": prefill,
         "kv_penalty_s": penalty,
         "utilization": util,
+        "rework_s": rework,
     }
 
 
@@ -137,6 +140,7 @@ def test_score_fields_keep_their_names() -> None:
         "prefill_s",
         "kv_penalty_s",
         "utilization",
+        "rework_s",
     )
 
 

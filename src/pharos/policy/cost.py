@@ -1,6 +1,8 @@
 """The `cost` policy: lowest estimated time to first token wins (spec §7).
 
-est_ttft = wait + load + prefill (+ KV pressure penalty). Pure: no I/O, no clock.
+est_ttft = wait + load + prefill (+ KV pressure penalty) (+ rework: the cached prefix another
+candidate holds that this one would prefill again, times config.rework_weight). Pure: no I/O,
+no clock.
 """
 
 from __future__ import annotations
@@ -93,6 +95,14 @@ def scan(
     best_est = second_est = least_util = least_est = _INF
     best_i = second_i = least_i = -1
     feasible_count = 0
+    rework_weight = config.rework_weight
+    top_matched = 0
+    if rework_weight > 0:
+        for c in candidates:
+            if c.matched_tokens > top_matched:
+                top_matched = c.matched_tokens
+        if top_matched > prompt_tokens:
+            top_matched = prompt_tokens
     i = -1
     for c in candidates:
         i += 1
@@ -127,9 +137,12 @@ def scan(
         if kv is not None and kv > kv_from and matched > 0:
             trust_lost = (kv - kv_from) / kv_span if kv_span > 0 else 1.0
             penalty = matched * per_token * (trust_lost if trust_lost < 1.0 else 1.0)
+        rework = 0.0
+        if matched < top_matched:
+            rework = (top_matched - matched) * per_token * rework_weight
         util = ((capacity - free if free < capacity else 0) + queue_ahead) / capacity
         if feasible:
-            est = wait + load + prefill + penalty
+            est = wait + load + prefill + penalty + rework
             feasible_count += 1
             if est < best_est:
                 second_est, second_i = best_est, best_i
@@ -143,7 +156,9 @@ def scan(
         ests.append(est)
         utils.append(util)
         if keep is not None:
-            keep.append(Score(c.target_id, feasible, est, wait, load, prefill, penalty, util))
+            keep.append(
+                Score(c.target_id, feasible, est, wait, load, prefill, penalty, util, rework)
+            )
     return Scan(ests, utils, best_i, second_i, least_i, feasible_count)
 
 
