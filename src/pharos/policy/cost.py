@@ -1,8 +1,9 @@
 """The `cost` policy: lowest estimated time to first token wins (spec §7).
 
 est_ttft = wait + load + prefill (+ KV pressure penalty) (+ rework: the cached prefix another
-candidate holds that this one would prefill again, times config.rework_weight). Pure: no I/O,
-no clock.
+candidate holds that this one would prefill again, times config.rework_weight) (+ evict: the
+recent conversation's prefix this prompt would push out of its slot, times config.evict_weight).
+Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -96,6 +97,7 @@ def scan(
     best_i = second_i = least_i = -1
     feasible_count = 0
     rework_weight = config.rework_weight
+    evict_weight = config.evict_weight
     top_matched = 0
     if rework_weight > 0:
         for c in candidates:
@@ -140,9 +142,13 @@ def scan(
         rework = 0.0
         if matched < top_matched:
             rework = (top_matched - matched) * per_token * rework_weight
+        evict = 0.0
+        evicts = c.evicts_tokens
+        if evicts > 0:
+            evict = evicts * per_token * evict_weight
         util = ((capacity - free if free < capacity else 0) + queue_ahead) / capacity
         if feasible:
-            est = wait + load + prefill + penalty + rework
+            est = wait + load + prefill + penalty + rework + evict
             feasible_count += 1
             if est < best_est:
                 second_est, second_i = best_est, best_i
@@ -157,7 +163,7 @@ def scan(
         utils.append(util)
         if keep is not None:
             keep.append(
-                Score(c.target_id, feasible, est, wait, load, prefill, penalty, util, rework)
+                Score(c.target_id, feasible, est, wait, load, prefill, penalty, util, rework, evict)
             )
     return Scan(ests, utils, best_i, second_i, least_i, feasible_count)
 

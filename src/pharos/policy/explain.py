@@ -16,6 +16,7 @@ def why_against_least_loaded(chosen: Score, least_loaded: Score) -> Why:
     cache_saved_s = (least_loaded.prefill_s + least_loaded.kv_penalty_s + least_loaded.rework_s) - (
         chosen.prefill_s + chosen.kv_penalty_s + chosen.rework_s
     )
+    cache_saved_s += least_loaded.evict_s - chosen.evict_s
     warm_saved_s = least_loaded.load_s - chosen.load_s
     if cache_saved_s <= 0 and warm_saved_s <= 0:
         return "least_loaded"
@@ -56,6 +57,10 @@ def _runner_up_tag(chosen: Score, other: Score) -> str:
             - chosen.kv_penalty_s
             - chosen.rework_s,
             "less cached",
+        ),
+        (
+            other.evict_s - chosen.evict_s,
+            "evicts a conversation",
         ),
     )
     gap, tag = max(gaps, key=lambda g: g[0])

@@ -222,6 +222,7 @@ def _session(
     model: str,
     noise: bool,
     escaped: bool,
+    side_calls: int,
 ) -> Session:
     ratio = rng.uniform(3.0, 5.0)
     turns = tuple(
@@ -246,6 +247,7 @@ def _session(
         ratio,
         bypasses_router=noise,
         json_escaped=escaped,
+        side_calls=0 if noise else side_calls,
     )
 
 
@@ -257,6 +259,7 @@ def sessions_from_chats(
     duration_s: float = 600.0,
     noise_users: int = 0,
     models: Sequence[str] = ("m",),
+    side_calls: int = 0,
 ) -> list[Session]:
     """Seeded sessions: each user starts within the first 30 s and opens chat after chat
     (drawn without replacement) until `duration_s`; odd users send JSON-escaped bodies."""
@@ -282,6 +285,7 @@ def sessions_from_chats(
                 model=models[index % len(models)],
                 noise=noise,
                 escaped=index % 2 == 1,
+                side_calls=side_calls,
             )
             out.append(session)
             talked_s = sum(t.think_s for t in session.turns) + len(session.turns) * 8.0
@@ -307,6 +311,7 @@ def load_sessions(
     duration_s: float = 600.0,
     noise_users: int = 0,
     models: Sequence[str] = ("m",),
+    side_calls: int = 0,
 ) -> list[Session]:
     """Seeded ShareGPT chat sessions (see the module docstring). Raises DatasetMissing."""
     return sessions_from_chats(
@@ -316,6 +321,7 @@ def load_sessions(
         duration_s=duration_s,
         noise_users=noise_users,
         models=models,
+        side_calls=side_calls,
     )
 
 
@@ -327,6 +333,7 @@ def scenario_sessions_of(mix: Mix, duration_s: float, seed: int) -> list[Session
         duration_s=duration_s,
         noise_users=mix.noise_users,
         models=mix.models,
+        side_calls=mix.side_calls,
     )
 
 
