@@ -159,3 +159,18 @@ def test_a_pick_is_always_feasible_and_explained(
     if policy == "cost":
         best = min(s.est_ttft_s for s in d.scores)
         assert d.score_of(d.target_id).est_ttft_s <= best + DEFAULT_CONFIG.tie_s  # type: ignore[union-attr]
+
+
+def test_cache_when_the_cached_target_is_also_the_least_utilized():
+    # Issue 15: a waiter granted its cached target's freed slot while the other target stayed
+    # full was labelled least_loaded, so route=cache undercounted what the cache decided.
+    cached_freed = cand(1, capacity=2, free_slots=1, matched_tokens=3500)
+    full = cand(2, capacity=2, free_slots=0)
+    d = pick(REQ, [cached_freed, full], DEFAULT_CONFIG)
+    assert (d.target_id, d.why) == (1, "cache")
+
+
+def test_least_loaded_when_the_least_utilized_target_saved_nothing_else():
+    freed = cand(1, capacity=2, free_slots=1)
+    full = cand(2, capacity=2, free_slots=0)
+    assert pick(REQ, [freed, full], DEFAULT_CONFIG).why == "least_loaded"

@@ -250,6 +250,11 @@ def pick(request: RouteReq, candidates: Sequence[Candidate], config: PolicyConfi
         least = found.least
         if found.util[best] == found.util[least]:
             least = _cheapest_other_at(found, best, found.util[best])
+            if least < 0:
+                # the one least utilized target: utilization alone would have picked it, but
+                # what it saved against the next best may still be its cache (issue 15: a
+                # waiter granted its cached target's freed slot was labelled least_loaded)
+                least = second if best == lowest else lowest
         if least >= 0:
             pair: list[Score] = []
             scan(request.prompt_tokens, (chosen, candidates[least]), fb, config, pair)
