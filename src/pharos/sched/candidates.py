@@ -153,9 +153,14 @@ def build_candidates(
         match = matches.get(target_id) if matches else None
         matched = 0 if match is None else match.matched_bytes // BYTES_PER_TOKEN
         evicts = 0
-        if recent and free > 0 and matched * 2 < prompt_tokens and view.kind in PER_SLOT_KINDS:
+        if recent:
             finished = recent.get(target_id)
-            if finished:
+            if (
+                finished
+                and free > 0
+                and matched * 2 < prompt_tokens
+                and view.kind in PER_SLOT_KINDS
+            ):
                 evicts = evicted_tokens(finished, free, now)
         if free > 0:
             any_free = True
