@@ -22,7 +22,7 @@ NEEDS_SHAREGPT = pytest.mark.skipif(
 )
 
 
-def needs_data(scenario: str) -> list[object]:
+def needs_data(scenario: str) -> list[pytest.MarkDecorator]:
     return [NEEDS_SHAREGPT] if SCENARIOS[scenario].source == "sharegpt" else []
 
 
