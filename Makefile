@@ -27,6 +27,7 @@ lint: install
 	$(BIN)/lint-imports
 
 unit: install          ## layers 1-3: unit, replay and component tests (no engines)
+	bash scripts/datasets/fetch-sharegpt.sh   # the simulator's ShareGPT sessions (27 MB, cached)
 	$(BIN)/pytest -q
 
 check: lint unit

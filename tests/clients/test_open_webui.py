@@ -25,7 +25,6 @@ from tests.proxy.rig import Backend, Rig, RigFactory
 
 MODEL = "qwen2.5:0.5b"  # what Open WebUI asked for (its prefix ID "pharos." stripped)
 RECORDED = CLIENTS / "open-webui"
-SLOT_XFAIL = pytest.mark.xfail(strict=True, reason="needs conversation slot keeping (wave/sim)")
 
 
 def fakes(connection: str, slots: int, gates: Gates) -> list[Backend]:
@@ -142,7 +141,6 @@ def with_side_requests_running_on(records: list[Recorded]) -> list[Recorded]:
 # connection  slots  title call          follow-ups call            tags call
 # openai      2      holds engine B's    holds engine A's other     takes turn 1's slot on A
 # ollama      2      same                same                       same
-@SLOT_XFAIL
 @pytest.mark.parametrize("connection", CONNECTIONS)
 async def test_a_turn_keeps_its_slot_when_side_requests_still_run_as_the_next_arrives(
     rig: RigFactory, connection: str

@@ -17,7 +17,7 @@ from pharos.policy.types import CANDIDATE_FIELDS
 
 
 def reference(c: Candidate, prompt_tokens: int, cands: list[Candidate]) -> dict[str, object]:
-    """est_ttft = wait + load + prefill + KV penalty, every input read by its name."""
+    """est_ttft = wait + load + prefill + KV penalty + rework, every input read by its name."""
     config = DEFAULT_CONFIG
 
     def fb(name: str, default: float) -> float:
@@ -44,16 +44,21 @@ def reference(c: Candidate, prompt_tokens: int, cands: list[Candidate]) -> dict[
     if c.kv_usage is not None and c.kv_usage > config.kv_pressure_from and matched > 0:
         lost = (c.kv_usage - config.kv_pressure_from) / (1 - config.kv_pressure_from)
         penalty = matched * per_token * min(lost, 1.0)
+    top = min(max([0, *(o.matched_tokens for o in cands)]), prompt_tokens)
+    rework = max(top - matched, 0) * per_token * config.rework_weight
+    evict = c.evicts_tokens * per_token * config.evict_weight if c.evicts_tokens > 0 else 0.0
     util = (max(capacity - c.free_slots, 0) + c.queue_ahead) / capacity
     return {
         "target_id": c.target_id,
         "feasible": feasible,
-        "est_ttft_s": wait + load + prefill + penalty if feasible else math.inf,
+        "est_ttft_s": (wait + load + prefill + penalty + rework + evict if feasible else math.inf),
         "wait_s": wait,
         "load_s": load,
         "prefill_s": prefill,
         "kv_penalty_s": penalty,
         "utilization": util,
+        "rework_s": rework,
+        "evict_s": evict,
     }
 
 
@@ -72,6 +77,7 @@ candidates = st.lists(
         service_s=st.sampled_from([None, 1.0, 6.0]),
         fits_if_cold=st.sampled_from([None, True, False]),
         loading=st.booleans(),
+        evicts_tokens=st.sampled_from([0, 300, 4000]),
     ),
     min_size=1,
     max_size=12,
@@ -122,7 +128,7 @@ def test_candidate_fields_are_listed_once_in_constructor_order() -> None:
     # constructor must reorder CANDIDATE_FIELDS too, and the sched tests read them back by name.
     params = list(inspect.signature(Candidate).parameters)
     assert tuple(params) == CANDIDATE_FIELDS
-    values = (1, 2, 3, 4, True, 0.5, 6, 0.007, 8.0, 9.0, False, True)
+    values = (1, 2, 3, 4, True, 0.5, 6, 0.007, 8.0, 9.0, False, True, 13)
     built = Candidate(*values)
     assert tuple(getattr(built, name) for name in CANDIDATE_FIELDS) == values
 
@@ -137,6 +143,8 @@ def test_score_fields_keep_their_names() -> None:
         "prefill_s",
         "kv_penalty_s",
         "utilization",
+        "rework_s",
+        "evict_s",
     )
 
 

@@ -7,11 +7,12 @@ from pharos.policy import DEFAULT_CONFIG, Candidate, RouteReq, pick
 
 def test_piling_onto_a_cached_target_raises_its_wait_until_another_wins():
     # Both warm, 2 slots each, 4 s per request. The prompt is 8k tokens at 1 ms: 8 s uncached.
-    # Target 1 holds 7k of it, so it saves 7 s of prefill: it wins until its queue outweighs that.
+    # Target 1 holds 7k of it, so it saves 7 s of prefill, and target 2 would redo those 7 s
+    # (rework, weight 2: 14 s more): target 1 wins until its queue outweighs 21 s.
     slots = {1: 2, 2: 2}
     queued = {1: 0, 2: 0}
     chosen: list[int] = []
-    for seed in range(12):
+    for seed in range(16):
         cands = [
             Candidate(
                 target_id=tid,
@@ -34,6 +35,6 @@ def test_piling_onto_a_cached_target_raises_its_wait_until_another_wins():
             queued[d.target_id] += 1
         if d.target_id == 2:
             break
-    # Two free slots, then queue positions waiting 2 s, 4 s, 6 s; the next would wait 8 s,
-    # more than the 7 s its cache saves, so target 2 wins.
-    assert chosen == [1, 1, 1, 1, 1, 2]
+    # Two free slots, then queue positions waiting 2 s, 4 s, ... 20 s (est 1 s + wait); the
+    # next would wait 22 s: est 23 s against target 2's 8 s + 14 s, so target 2 wins.
+    assert chosen == [1] * 12 + [2]

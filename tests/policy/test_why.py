@@ -70,8 +70,9 @@ def test_warm_when_the_loaded_model_outweighed_load():
 
 
 def test_whichever_saved_more_names_the_why():
-    # Against an idle, cold, uncached target: the chosen one saves 8 s of load and 3.5 s of prefill.
-    chosen = cand(1, free_slots=2, matched_tokens=3500)
+    # Against an idle, cold, uncached target: the chosen one saves 8 s of load, and 2 s of
+    # prefill that the other would also redo (rework, weight 2: 4 s more), 6 s in all.
+    chosen = cand(1, free_slots=2, matched_tokens=2000)
     idle_cold = cand(2, free_slots=4, warm=False)
     assert pick(REQ, [chosen, idle_cold], DEFAULT_CONFIG).why == "warm"
     big_prompt = RouteReq(prompt_tokens=40_000, seed=0)
@@ -81,9 +82,9 @@ def test_whichever_saved_more_names_the_why():
 
 def test_reason_reads_like_the_spec_example():
     warm_cached = cand(1, matched_tokens=1200, free_slots=2)
-    cold = cand(2, warm=False, load_s=3.0)
+    cold = cand(2, warm=False, load_s=6.0)  # 6 s of load outweigh 1.2 s of prefill + 2.4 of rework
     d = pick(RouteReq(prompt_tokens=1600, seed=0), [warm_cached, cold], DEFAULT_CONFIG)
-    assert d.reason == "warm, 1.2k cached tok, est 0.4s vs 4.6s (cold)"
+    assert d.reason == "warm, 1.2k cached tok, est 0.4s vs 10.0s (cold)"
 
 
 def test_reason_mentions_queueing_and_infeasible_loads():
@@ -158,3 +159,18 @@ def test_a_pick_is_always_feasible_and_explained(
     if policy == "cost":
         best = min(s.est_ttft_s for s in d.scores)
         assert d.score_of(d.target_id).est_ttft_s <= best + DEFAULT_CONFIG.tie_s  # type: ignore[union-attr]
+
+
+def test_cache_when_the_cached_target_is_also_the_least_utilized():
+    # Issue 15: a waiter granted its cached target's freed slot while the other target stayed
+    # full was labelled least_loaded, so route=cache undercounted what the cache decided.
+    cached_freed = cand(1, capacity=2, free_slots=1, matched_tokens=3500)
+    full = cand(2, capacity=2, free_slots=0)
+    d = pick(REQ, [cached_freed, full], DEFAULT_CONFIG)
+    assert (d.target_id, d.why) == (1, "cache")
+
+
+def test_least_loaded_when_the_least_utilized_target_saved_nothing_else():
+    freed = cand(1, capacity=2, free_slots=1)
+    full = cand(2, capacity=2, free_slots=0)
+    assert pick(REQ, [freed, full], DEFAULT_CONFIG).why == "least_loaded"

@@ -65,3 +65,25 @@ def test_plot_writes_an_svg(tmp_path: Path) -> None:
     )
     svg = (tmp_path / "sim-chat.svg").read_text()
     assert svg.startswith("<svg") and "polyline" in svg
+
+
+def test_a_sharegpt_scenario_without_the_data_says_how_to_fetch_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PHAROS_DATASETS", str(tmp_path))
+    argv = ["sim", "--scenario", "sharegpt", "--policies", "cost", "--seeds", "1"]
+    assert main([*argv, "--duration", "30"]) == 2
+    err = capsys.readouterr().err
+    assert "fetch-sharegpt.sh" in err
+    assert "Traceback" not in err
+
+
+def test_all_scenarios_skip_the_sharegpt_ones_without_the_data(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("PHAROS_DATASETS", str(tmp_path))
+    argv = ["sim", "--scenario", "all", "--policies", "sticky", "--seeds", "1"]
+    assert main([*argv, "--duration", "30"]) == 0
+    out = capsys.readouterr().out
+    assert "== sharegpt: skipped, no ShareGPT data" in out
+    assert "== chat:" in out

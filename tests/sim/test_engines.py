@@ -97,6 +97,45 @@ def test_host_memory_cache_keeps_a_prompt_whose_slot_was_reused() -> None:
     assert run_virtual(run(10_000)) == 220
 
 
+def test_a_slot_is_saved_to_the_host_cache_when_taken_not_when_its_new_request_ends() -> None:
+    """llama.cpp's get_available_slot saves the slot before loading the new prompt, so the
+    user whose slot another request took finds its prefix while that request still runs."""
+
+    async def main() -> int:
+        engine = SimEngine(llamacpp(slots=2, host_cache_tokens=10_000), asyncio.get_running_loop())
+        mine = prompt(1, 2)
+        await engine.serve(mine)  # slot A holds mine; slot B is empty
+        # shares message 1 (half of it): picked by similarity, and keeps under half of slot A
+        long_reply = Prompt("m", (1, 9), (100, 200), 500, 5, 5)
+        taker = asyncio.create_task(engine.serve(long_reply))
+        await asyncio.sleep(3.0)  # the taker is decoding in slot A
+        cached = (await engine.serve(follow_up(mine, 3))).cached_tokens
+        await taker
+        return cached
+
+    assert run_virtual(main()) == 220
+
+
+# shared_tokens: of the new prompt, held by the one used slot; cached: what the engine reused
+@pytest.mark.parametrize(
+    ("shared_tokens", "cached"),
+    [
+        (5, 0),  # 5 of 105 tokens: under the 0.1 similarity floor, the LRU (empty) slot is used
+        (50, 50),  # 50 of 150: picked by similarity, the 50 shared tokens are reused
+    ],
+)
+def test_a_slot_is_picked_for_its_prefix_only_above_the_similarity_floor(
+    shared_tokens: int, cached: int
+) -> None:
+    async def main() -> int:
+        engine = SimEngine(llamacpp(slots=2), asyncio.get_running_loop())
+        await engine.serve(Prompt("m", (1, 2), (shared_tokens, 400), 1, 3, 1))
+        new = Prompt("m", (1, 7), (shared_tokens, shared_tokens + 100), 1, 4, 1)
+        return (await engine.serve(new)).cached_tokens
+
+    assert run_virtual(main()) == cached
+
+
 def ollama(memory_gb: float) -> HostSpec:
     return HostSpec(
         "o",

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TextIO
 
 from pharos.sim import ALL_POLICIES, SCENARIOS, class_table, simulate, table, ttft_cdf_svg
+from pharos.sim.sharegpt import DatasetMissing, dataset_path
 
 SIM_DESCRIPTION = (
     "Replay seeded multi-user workloads against simulated engines (slots, prompt caches, "
@@ -74,7 +75,14 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
         scenario = SCENARIOS[name]
         if args.duration is not None:
             scenario = scenario.with_duration(args.duration)
-        results = [simulate(scenario, p, s) for p in policies for s in seeds]
+        if scenario.source == "sharegpt" and args.scenario == "all" and not dataset_path().exists():
+            out.write(f"== {name}: skipped, no ShareGPT data at {dataset_path()}\n\n")
+            continue
+        try:
+            results = [simulate(scenario, p, s) for p in policies for s in seeds]
+        except DatasetMissing as missing:
+            err.write(f"pharos sim: --scenario {name}: {missing}\n")
+            return 2
         out.write(f"== {name}: {scenario.about}; {scenario.duration_s:.0f} s, seeds {args.seeds}\n")
         out.write(table(results) + "\n\nTTFT by request class (seeds pooled):\n")
         out.write(class_table(results) + "\n\n")

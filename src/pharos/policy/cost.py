@@ -1,6 +1,9 @@
 """The `cost` policy: lowest estimated time to first token wins (spec §7).
 
-est_ttft = wait + load + prefill (+ KV pressure penalty). Pure: no I/O, no clock.
+est_ttft = wait + load + prefill (+ KV pressure penalty) (+ rework: the cached prefix another
+candidate holds that this one would prefill again, times config.rework_weight) (+ evict: the
+recent conversation's prefix this prompt would push out of its slot, times config.evict_weight).
+Pure: no I/O, no clock.
 """
 
 from __future__ import annotations
@@ -93,6 +96,15 @@ def scan(
     best_est = second_est = least_util = least_est = _INF
     best_i = second_i = least_i = -1
     feasible_count = 0
+    rework_weight = config.rework_weight
+    evict_weight = config.evict_weight
+    top_matched = 0
+    if rework_weight > 0:
+        for c in candidates:
+            if c.matched_tokens > top_matched:
+                top_matched = c.matched_tokens
+        if top_matched > prompt_tokens:
+            top_matched = prompt_tokens
     i = -1
     for c in candidates:
         i += 1
@@ -127,9 +139,16 @@ def scan(
         if kv is not None and kv > kv_from and matched > 0:
             trust_lost = (kv - kv_from) / kv_span if kv_span > 0 else 1.0
             penalty = matched * per_token * (trust_lost if trust_lost < 1.0 else 1.0)
+        rework = 0.0
+        if matched < top_matched:
+            rework = (top_matched - matched) * per_token * rework_weight
+        evict = 0.0
+        evicts = c.evicts_tokens
+        if evicts > 0:
+            evict = evicts * per_token * evict_weight
         util = ((capacity - free if free < capacity else 0) + queue_ahead) / capacity
         if feasible:
-            est = wait + load + prefill + penalty
+            est = wait + load + prefill + penalty + rework + evict
             feasible_count += 1
             if est < best_est:
                 second_est, second_i = best_est, best_i
@@ -143,7 +162,9 @@ def scan(
         ests.append(est)
         utils.append(util)
         if keep is not None:
-            keep.append(Score(c.target_id, feasible, est, wait, load, prefill, penalty, util))
+            keep.append(
+                Score(c.target_id, feasible, est, wait, load, prefill, penalty, util, rework, evict)
+            )
     return Scan(ests, utils, best_i, second_i, least_i, feasible_count)
 
 
@@ -229,6 +250,11 @@ def pick(request: RouteReq, candidates: Sequence[Candidate], config: PolicyConfi
         least = found.least
         if found.util[best] == found.util[least]:
             least = _cheapest_other_at(found, best, found.util[best])
+            if least < 0:
+                # the one least utilized target: utilization alone would have picked it, but
+                # what it saved against the next best may still be its cache (issue 15: a
+                # waiter granted its cached target's freed slot was labelled least_loaded)
+                least = second if best == lowest else lowest
         if least >= 0:
             pair: list[Score] = []
             scan(request.prompt_tokens, (chosen, candidates[least]), fb, config, pair)

@@ -13,9 +13,10 @@ def why_against_least_loaded(chosen: Score, least_loaded: Score) -> Why:
     the least utilized target, `warm` if the loaded model saved more, else `least_loaded`."""
     if chosen.target_id == least_loaded.target_id:
         return "least_loaded"
-    cache_saved_s = (least_loaded.prefill_s + least_loaded.kv_penalty_s) - (
-        chosen.prefill_s + chosen.kv_penalty_s
+    cache_saved_s = (least_loaded.prefill_s + least_loaded.kv_penalty_s + least_loaded.rework_s) - (
+        chosen.prefill_s + chosen.kv_penalty_s + chosen.rework_s
     )
+    cache_saved_s += least_loaded.evict_s - chosen.evict_s
     warm_saved_s = least_loaded.load_s - chosen.load_s
     if cache_saved_s <= 0 and warm_saved_s <= 0:
         return "least_loaded"
@@ -49,8 +50,17 @@ def _runner_up_tag(chosen: Score, other: Score) -> str:
         (other.load_s - chosen.load_s, "cold"),
         (other.wait_s - chosen.wait_s, "busy"),
         (
-            other.prefill_s + other.kv_penalty_s - chosen.prefill_s - chosen.kv_penalty_s,
+            other.prefill_s
+            + other.kv_penalty_s
+            + other.rework_s
+            - chosen.prefill_s
+            - chosen.kv_penalty_s
+            - chosen.rework_s,
             "less cached",
+        ),
+        (
+            other.evict_s - chosen.evict_s,
+            "evicts a conversation",
         ),
     )
     gap, tag = max(gaps, key=lambda g: g[0])

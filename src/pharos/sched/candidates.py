@@ -4,12 +4,34 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
-from pharos.engine.types import Residency
+from pharos.engine.types import Kind, Residency
 from pharos.policy import Candidate
 from pharos.prefix import Match
 from pharos.state.view import TargetView
 
 BYTES_PER_TOKEN = 4
+
+SLOT_KEEP_S = 120.0
+"""How long a finished prompt's slot counts as holding a conversation that will come back:
+chat users think 5-30 s between turns in the simulator, minutes at most in Open WebUI."""
+
+PER_SLOT_KINDS = frozenset({Kind.LLAMACPP, Kind.OLLAMA, Kind.LLAMA_SWAP})
+"""Engines that cache per slot: a fresh prompt on a free slot overwrites what it held."""
+
+
+def evicted_tokens(
+    recent: Sequence[tuple[float, int, int]], free: int, now: float, keep_s: float = SLOT_KEEP_S
+) -> int:
+    """Tokens of the conversation a fresh prompt pushes out of a slot (issue 16), 0 if none.
+
+    `recent`: the target's last finished prompts (end time, estimated tokens, last link),
+    oldest first, at most one per slot. The free slots hold the newest of them; when each
+    of those `free` ended within `keep_s`, the fresh prompt takes the least recently used
+    of them: the oldest."""
+    if free <= 0 or len(recent) < free:
+        return 0
+    ended_at, tokens, _ = recent[-free]
+    return tokens if now - ended_at <= keep_s else 0
 
 
 def engine_counts_fresh(view: TargetView, last_reply_end_at: float | None) -> bool:
@@ -114,6 +136,9 @@ def build_candidates(
     matches: Mapping[int, Match],
     default_capacity: int,
     fits_of: Callable[[TargetView], bool | None],
+    prompt_tokens: int = 0,
+    recent: Mapping[int, Sequence[tuple[float, int, int]]] | None = None,
+    now: float = 0.0,
 ) -> tuple[list[Candidate], bool]:
     """Candidates for every view, and whether any has a free slot (spec §7, §8).
 
@@ -125,6 +150,8 @@ def build_candidates(
     - queue ahead: router waiters (all instances) + the engine's fresh Waiting
     - `fits_of` is asked only about idle cold targets whose host memory and size are known
       (fits_if_cold is None otherwise): 16 Python calls an acquire fewer in bench_sched
+    - evicts: on a per-slot engine, for a prompt under half cached there, the recent
+      conversation it would push out of a free slot (`recent`: finished prompts per target)
 
     One inlined loop: it runs for every acquire and queue re-run, over up to 64 targets.
     """
@@ -181,6 +208,17 @@ def build_candidates(
         ):
             fits = fits_of(view)
         match = matches.get(target_id) if matches else None
+        matched = 0 if match is None else match.matched_bytes // BYTES_PER_TOKEN
+        evicts = 0
+        if recent:
+            finished = recent.get(target_id)
+            if (
+                finished
+                and free > 0
+                and matched * 2 < prompt_tokens
+                and view.kind in PER_SLOT_KINDS
+            ):
+                evicts = evicted_tokens(finished, free, now)
         if free > 0:
             any_free = True
         append(
@@ -191,12 +229,13 @@ def build_candidates(
                 router_waiting if engine_waiting is None else router_waiting + engine_waiting,
                 warm,
                 view.kv_usage,
-                0 if match is None else match.matched_bytes // BYTES_PER_TOKEN,
+                matched,
                 view.prefill_s_per_token,
                 view.load_s,
                 view.service_s,
                 fits,
                 loading,
+                evicts,
             )
         )
     return candidates, any_free

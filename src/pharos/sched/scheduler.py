@@ -7,6 +7,7 @@ between them), which the event loop makes atomic.
 from __future__ import annotations
 
 import asyncio
+from collections import deque
 from collections.abc import Callable, Sequence
 
 from pharos.clock import Clock
@@ -29,6 +30,7 @@ from pharos.sched.learning import (
     samples_from,
 )
 from pharos.sched.lease import Lease
+from pharos.sched.replies import with_reply_credited
 from pharos.sched.types import (
     Feedback,
     NeverFits,
@@ -47,6 +49,11 @@ DEFAULT_QUEUE_LIMIT = 1000
 DEFAULT_CAPACITY = 2
 DEFAULT_QUEUE_WAIT_S = 600.0
 """limits.queue_wait: long enough for a cold load of a large model (minutes), not forever."""
+SIDE_CALL_GAP_S = 1.0
+"""A request a key sends within this of its previous reply's end is a side call (Open WebUI's
+title and tags calls follow each turn within milliseconds; people think 5 s or more). Only a
+side call is charged for the conversation it would push out of a slot (Candidate
+.evicts_tokens), and its own slot is not kept: it never comes back (issue 16)."""
 _TIMER_SLACK_S = 0.01  # the loop's timer may fire a hair before the clock reaches the bound
 
 
@@ -108,6 +115,9 @@ class Scheduler:
         self._local: dict[int, int] = {}  # target id -> our leases
         self._keys: dict[int, str] = {}  # target id -> target key, for export
         self._last_reply_end: dict[int, float] = {}
+        self._finished: dict[int, deque[tuple[float, int, int]]] = {}  # per target and slot
+        self._lease_keys: dict[int, tuple[str, bool]] = {}  # id(lease) -> key, side call
+        self._reply_end_of_key: dict[str, float] = {}
         self._peers = PeerGauges()
         self._queue: FairQueue[RouteRequest] = FairQueue()
         self._serving = False
@@ -125,8 +135,10 @@ class Scheduler:
         if self._queue.waiting_for(request.model):
             self._serve()  # a slot the engine freed since the last kick goes to waiters first
         now = self._clock.now()
-        lease, _ = self._try(request, now, queued_since=None)
+        side_call = self._is_side_call(key, now)
+        lease, _ = self._try(request, now, queued_since=None, side_call=side_call)
         if lease is not None:
+            self._lease_keys[id(lease)] = (key, side_call)
             return lease
         if len(self._queue) >= self._queue_limit:
             raise QueueFull(f"{len(self._queue)} requests are already waiting")
@@ -154,10 +166,20 @@ class Scheduler:
         finally:
             timer.cancel()
         assert isinstance(granted, Lease)
+        self._lease_keys[id(granted)] = (key, side_call)
         return granted
 
+    def _is_side_call(self, key: str, sent_at: float) -> bool:
+        ended_at = self._reply_end_of_key.get(key)
+        return ended_at is not None and sent_at - ended_at < SIDE_CALL_GAP_S
+
     def _try(
-        self, request: RouteRequest, now: float, *, queued_since: float | None
+        self,
+        request: RouteRequest,
+        now: float,
+        *,
+        queued_since: float | None,
+        side_call: bool = False,
     ) -> tuple[Lease | None, bool]:
         """Pick and, when the pick has a free slot, take it. Returns (lease, any slot free).
 
@@ -175,7 +197,9 @@ class Scheduler:
         matches: dict[int, Match] = {}
         chain = request.chain
         if chain is not None and chain.hashes:
-            matches = self._prefix.lookup(chain, generations.get, len(generations))
+            matches = with_reply_credited(
+                self._prefix.lookup(chain, generations.get, len(generations)), chain
+            )
         router_waiting = self._queue.waiting_for(request.model) + self._peers.waiting(
             request.model, now
         )
@@ -204,6 +228,9 @@ class Scheduler:
             matches=matches,
             default_capacity=self._default_capacity,
             fits_of=fits_of,
+            prompt_tokens=request.prompt_tokens,
+            recent=self._finished if side_call else None,
+            now=now,
         )
         decision = self._pick(
             RouteReq(prompt_tokens=request.prompt_tokens, seed=request.seed),
@@ -275,7 +302,12 @@ class Scheduler:
         blocked: set[str] = set()
         for waiter in self._queue.attempt_order(blocked):
             try:
-                lease, any_free = self._try(waiter.payload, now, queued_since=waiter.enqueued_at)
+                lease, any_free = self._try(
+                    waiter.payload,
+                    now,
+                    queued_since=waiter.enqueued_at,
+                    side_call=self._is_side_call(waiter.key, waiter.enqueued_at),
+                )
             except (UnknownModel, Unavailable) as failure:
                 self._queue.remove(waiter)
                 waiter.future.set_exception(failure)
@@ -292,6 +324,7 @@ class Scheduler:
 
     def _release(self, lease: Lease, feedback: Feedback, used: bool) -> None:
         target_id = lease.target.target_id
+        key, side_call = self._lease_keys.pop(id(lease), ("", True))
         left = self._local.get(target_id, 0) - 1
         if left > 0:
             self._local[target_id] = left
@@ -299,10 +332,33 @@ class Scheduler:
             self._local.pop(target_id, None)
         try:
             if used:
-                self._last_reply_end[target_id] = self._clock.now()
+                now = self._clock.now()
+                self._last_reply_end[target_id] = now
+                if key:
+                    self._reply_end_of_key[key] = now
+                if feedback.succeeded:
+                    self._remember_slot(lease, now, side_call)
                 self._learn(lease, feedback)
         finally:
             self._serve()
+
+    def _remember_slot(self, lease: Lease, now: float, side_call: bool) -> None:
+        """The prompt now sits in a slot of the target (per-slot engines): a fresh prompt
+        routed there would push out the oldest of these (build_candidates' evicts). A side
+        call's slot is not kept; it took the oldest one when every slot was accounted for."""
+        chain = lease.request.chain
+        if chain is None or not chain.hashes:
+            return
+        target_id = lease.target.target_id
+        finished = self._finished.get(target_id)
+        if side_call:
+            if finished and len(finished) == finished.maxlen:
+                finished.popleft()
+            return
+        links = set(chain.hashes)
+        kept = [entry for entry in finished or () if entry[2] not in links]  # same chat: 1 slot
+        finished = self._finished[target_id] = deque(kept, maxlen=lease.candidate.capacity)
+        finished.append((now, lease.request.prompt_tokens, chain.hashes[-1]))
 
     def _learn(self, lease: Lease, feedback: Feedback) -> None:
         request = lease.request

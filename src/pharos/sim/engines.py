@@ -7,8 +7,9 @@ prompt it served, plus its reply, and a request takes the free slot holding the 
 prefix, else the least recently used one), and a prompt counts as cached for others only
 once its request ends; vLLM shares one cache across requests (assumed; bounded in tokens).
 llama.cpp b11312 also keeps a host-memory prompt cache (`--cache-ram`, in its vendored
-common/arg.cpp): a slot's contents are saved there when the slot is reused, and a request
-restores the longest match from it. Without it, the issue-15 real-engine run (3 users per
+common/arg.cpp): a slot's contents are saved there when the slot is taken for a prompt that
+doesn't extend them (its get_available_slot saves before loading), and a request restores
+the longest match from it. Without it, the issue-15 real-engine run (3 users per
 2-slot engine, sticky: 67% of prompt tokens cached) could not have happened.
 A prompt is a sequence of message hashes (the prefix chain's) with the engine's token count
 up to each, so "cached" is the longest common prefix in whole messages.
@@ -95,6 +96,15 @@ class _Slot:
     cum_tokens: tuple[int, ...] = ()
     busy: bool = False
     last_used_s: float = -1.0
+    restores: bool = True  # this request may restore from the host cache
+
+
+SLOT_PROMPT_SIMILARITY = 0.1
+"""llama.cpp's --slot-prompt-similarity default: a slot is picked for its prefix only when
+it covers more than this share of the new prompt, else the least recently used one is."""
+KEEP_SHARE = 0.5
+"""llama.cpp saves a slot picked by similarity to the host cache (and restores the best match
+from there) only when the new prompt keeps under half of it (f_keep < 0.5)."""
 
 
 def common_prefix_tokens(
@@ -221,9 +231,32 @@ class SimEngine:
             self._reserved -= 1
         free = [slot for slot in self._slots if not slot.busy]
         best = max(free, key=lambda s: (self._slot_match(s, prompt), s.last_used_s))
-        if self._slot_match(best, prompt) == 0:
+        matched = self._slot_match(best, prompt)
+        if self.spec.flavour is Flavour.LLAMACPP:
+            best = self._llamacpp_slot(free, prompt)
+        elif matched == 0:
             best = min(free, key=lambda s: s.last_used_s)
         best.busy = True
+        return best
+
+    def _llamacpp_slot(self, free: list[_Slot], prompt: Prompt) -> _Slot:
+        """get_available_slot in llama.cpp's server-context.cpp: the slot whose prefix covers
+        the largest share (> SLOT_PROMPT_SIMILARITY) of the prompt, else the least recently
+        used; the host cache is updated (the slot saved, the best match restored) on the LRU
+        path always and on the similarity path when under KEEP_SHARE of the slot is kept."""
+        best, best_share = None, SLOT_PROMPT_SIMILARITY
+        for slot in free:
+            share = self._slot_match(slot, prompt) / prompt.tokens if prompt.tokens else 0.0
+            if slot.cum_tokens and share > best_share:
+                best, best_share = slot, share
+        if best is None:
+            best = min(free, key=lambda s: s.last_used_s)
+            update = True
+        else:
+            update = self._slot_match(best, prompt) < KEEP_SHARE * best.cum_tokens[-1]
+        if update:
+            self._save_to_host(best)
+        best.restores = update
         return best
 
     def _slot_match(self, slot: _Slot, prompt: Prompt) -> int:
@@ -233,7 +266,6 @@ class SimEngine:
         slot.busy = False
         slot.last_used_s = self.loop_time.time()
         if self.spec.cache_mode is CacheMode.PER_SLOT:
-            self._save_to_host(slot)
             slot.model = prompt.model
             slot.hashes = (*prompt.hashes, prompt.reply_hash)
             slot.cum_tokens = (*prompt.cum_tokens, prompt.tokens + prompt.reply_tokens)
@@ -253,7 +285,12 @@ class SimEngine:
         if self.spec.cache_mode is CacheMode.PER_SLOT:
             in_slot = common_prefix_tokens(slot.hashes, slot.cum_tokens, prompt)[1]
             in_host = max(
-                (common_prefix_tokens(h, t, prompt)[1] for h, t in self._host_cache), default=0
+                (
+                    common_prefix_tokens(h, t, prompt)[1]
+                    for h, t in self._host_cache
+                    if slot.restores
+                ),
+                default=0,
             )
             return max(in_slot, in_host)
         cached = 0

@@ -2,7 +2,8 @@
 
 Each user's sessions run one after another (a person has one conversation open), all
 users at once, for `duration_s` of virtual time; turns already sent finish. Traffic that
-bypasses the router (noise) runs beside it and is left out of the figures.
+bypasses the router (noise) runs beside it and is left out of the figures, as are the side
+calls a client sends beside each turn (Open WebUI's title and tags: `Session.side_calls`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,10 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from pharos.sim import sharegpt
 from pharos.sim.engines import HostSpec, SimEngine
 from pharos.sim.routers import PharosRouter, make_router
-from pharos.sim.traces import Mix, Session, build_request, sessions
+from pharos.sim.traces import THINK_S, Mix, Session, build_request, build_side_request, sessions
 from pharos.sim.vloop import VirtualClock, VirtualTimeLoop, run_virtual
 
 SCRAPE_INTERVAL_S = 1.0
@@ -29,6 +31,12 @@ class Scenario:
     hosts: tuple[HostSpec, ...]
     mix: Mix
     duration_s: float = 600.0
+    source: str = "synthetic"  # or "sharegpt": the mix's chat and noise users replay ShareGPT
+
+    def sessions(self, seed: int) -> list[Session]:
+        if self.source == "sharegpt":
+            return sharegpt.scenario_sessions_of(self.mix, self.duration_s, seed)
+        return list(sessions(self.mix, self.duration_s, seed))
 
     def with_duration(self, duration_s: float) -> Scenario:
         return dataclasses.replace(self, duration_s=duration_s)
@@ -42,6 +50,8 @@ class Sample:
     prompt_tokens: int
     cached_tokens: int
     router_wait_s: float
+    turn_index: int = 0
+    engine: str = ""
 
 
 @dataclass(frozen=True)
@@ -102,7 +112,8 @@ async def _simulate(scenario: Scenario, policy: str, seed: int) -> Result:
 
     async def run_user(user_sessions: list[Session]) -> None:
         for session in user_sessions:
-            await asyncio.sleep(max(0.0, session.start_s - clock.now()))
+            # a person opens the next chat a few seconds after the last reply at the earliest
+            await asyncio.sleep(max(THINK_S[0], session.start_s - clock.now()))
             for index, turn in enumerate(session.turns):
                 await asyncio.sleep(turn.think_s)
                 if clock.now() >= end_s:
@@ -121,26 +132,33 @@ async def _simulate(scenario: Scenario, policy: str, seed: int) -> Result:
                         routed.served.prompt_tokens,
                         routed.served.cached_tokens,
                         routed.router_wait_s,
+                        index,
+                        routed.engine.spec.name,
                     )
                 )
                 engine_of_turn[f"{session.user}@{session.start_s:.0f}"].append(
                     routed.engine.spec.name
                 )
                 assert clock.now() >= sent_s
+                for which in range(session.side_calls):
+                    side = build_side_request(session, index, which)
+                    side_tasks.add(asyncio.create_task(router.send(side)))
 
     async def scrape_forever() -> None:
         while True:
             await asyncio.sleep(SCRAPE_INTERVAL_S)
             router.scrape()
 
+    side_tasks: set[asyncio.Task[object]] = set()  # side calls: served, left out of the figures
     by_user: dict[str, list[Session]] = defaultdict(list)
-    for session in sessions(scenario.mix, scenario.duration_s, seed):
+    for session in scenario.sessions(seed):
         by_user[session.user].append(session)
     scraper = asyncio.create_task(scrape_forever()) if isinstance(router, PharosRouter) else None
     try:
         await asyncio.gather(
             *(run_user(sorted(s, key=lambda x: x.start_s)) for s in by_user.values())
         )
+        await asyncio.gather(*side_tasks)
     finally:
         if scraper is not None:
             scraper.cancel()

@@ -15,13 +15,13 @@ from pharos.sim.run import Scenario
 from pharos.sim.traces import Mix
 
 
-def _cpu(name: str, speed: float = 1.0) -> HostSpec:
+def _cpu(name: str, speed: float = 1.0, host_cache_tokens: int = 200_000) -> HostSpec:
     return HostSpec(
         name,
         Flavour.LLAMACPP,
         prefill_s_per_token=1 / 170 / speed,
         decode_s_per_token=1 / 60 / speed,
-        host_cache_tokens=200_000,
+        host_cache_tokens=host_cache_tokens,
     )
 
 
@@ -75,6 +75,41 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                     models=("a", "b"),
                     burst_model="c",
                 ),
+            ),
+            Scenario(
+                "webui",
+                "two Open WebUI users (a title and a tags call beside each turn) on two hosts "
+                "4x faster that cache per slot only (llama.cpp without --cache-ram; Ollama alike)",
+                (_cpu("e0", 4.0, host_cache_tokens=0), _cpu("e1", 4.0, host_cache_tokens=0)),
+                Mix(chat_users=2, side_calls=2),
+            ),
+            Scenario(
+                "sharegpt-webui",
+                "as webui, the users replaying ShareGPT chats",
+                (_cpu("e0", 4.0, host_cache_tokens=0), _cpu("e1", 4.0, host_cache_tokens=0)),
+                Mix(chat_users=2, side_calls=2),
+                source="sharegpt",
+            ),
+            Scenario(
+                "sharegpt",
+                "two equal llama.cpp hosts, six users replaying ShareGPT chats",
+                (_cpu("e0"), _cpu("e1")),
+                Mix(chat_users=6),
+                source="sharegpt",
+            ),
+            Scenario(
+                "sharegpt-noisy",
+                "as sharegpt, and a ShareGPT client loading e0 directly, unseen by the router",
+                (_cpu("e0"), _cpu("e1")),
+                Mix(chat_users=6, noise_users=1),
+                source="sharegpt",
+            ),
+            Scenario(
+                "sharegpt-hetero",
+                "a fast and a slow host (3x apart), six users replaying ShareGPT chats",
+                (_cpu("fast", 2.0), _cpu("slow", 2.0 / 3.0)),
+                Mix(chat_users=6),
+                source="sharegpt",
             ),
         )
     }

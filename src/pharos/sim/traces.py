@@ -46,6 +46,8 @@ class Session:
     bytes_per_token: float
     carries_history: bool = True  # False: every call stands alone (classifier)
     bypasses_router: bool = False  # traffic sent straight to one engine, unseen by the router
+    json_escaped: bool = False  # the client sends non-ASCII as \\uXXXX (Open WebUI does)
+    side_calls: int = 0  # concurrent side requests after each turn (Open WebUI: title, tags)
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,32 @@ def build_request(session: Session, turn_index: int) -> SimRequest:
     return SimRequest(session, turn_index, tuple(messages), chain.hashes, chain.cum_bytes, prompt)
 
 
+SIDE_TASKS = ("### Task:\nGenerate a concise title", "### Task:\nGenerate 1-3 broad tags")
+SIDE_COMPLETION_TOKENS = (12, 30)
+
+
+def build_side_request(session: Session, turn_index: int, which: int) -> SimRequest:
+    """One of Open WebUI's side calls after turn `turn_index` ended: a single user message, a
+    task followed by the chat so far, so it shares no prefix with the conversation (issue 16,
+    Open WebUI 0.12.4's title and tags calls, sent at once)."""
+    history = "\n".join(
+        f"USER: {t.user_text}\nASSISTANT: {t.reply_text}" for t in session.turns[: turn_index + 1]
+    )
+    task = SIDE_TASKS[which % len(SIDE_TASKS)]
+    text = f"{task} for the chat below.\n<chat_history>\n{history}\n</chat_history>"
+    chain = chain_for_chat(session.model, None, [("user", text)])
+    ratio = session.bytes_per_token
+    prompt = Prompt(
+        model=session.model,
+        hashes=chain.hashes,
+        cum_tokens=tuple(int(b / ratio) for b in chain.cum_bytes),
+        completion_tokens=SIDE_COMPLETION_TOKENS[which % len(SIDE_COMPLETION_TOKENS)],
+        reply_hash=chain.hashes[-1] ^ 1,
+        reply_tokens=SIDE_COMPLETION_TOKENS[which % len(SIDE_COMPLETION_TOKENS)],
+    )
+    return SimRequest(session, turn_index, (("user", text),), chain.hashes, chain.cum_bytes, prompt)
+
+
 def _text(rng: random.Random, tokens: int, ratio: float, tag: str) -> str:
     size = max(len(tag) + 1, int(tokens * ratio))
     body = "".join(rng.choice("abcdefghij klmnopqrstuvwxyz") for _ in range(64))
@@ -116,6 +144,7 @@ class Mix:
     burst_users: int = 0
     burst_at_s: float = 60.0
     noise_users: int = 0  # chat sessions sent straight to the first engine
+    side_calls: int = 0  # side requests each chat user sends after every turn (Open WebUI: 2)
     models: tuple[str, ...] = ("m",)
     burst_model: str | None = None  # default: the last of `models`
 
@@ -140,7 +169,16 @@ def sessions(mix: Mix, duration_s: float, seed: int) -> Iterator[Session]:
                 for t in range(rng.randint(3, 8))
             )
             yield Session(
-                user, "chat", model, start_s, system, None, turns, ratio, bypasses_router=noise
+                user,
+                "chat",
+                model,
+                start_s,
+                system,
+                None,
+                turns,
+                ratio,
+                bypasses_router=noise,
+                side_calls=0 if noise else mix.side_calls,
             )
             start_s += sum(t.think_s for t in turns) + len(turns) * 8.0 + rng.uniform(5, 30)
     agent_system = _text(rng, 2000, 4.0, "agent-system")
