@@ -65,3 +65,8 @@ clean:
 .PHONY: live-latest
 live-latest: install   ## drift check (not in CI): live suite on the newest engine releases, then what changed
 	bash scripts/engines/live-latest.sh
+
+.PHONY: scenario
+scenario: install      ## issue 15 on real llama-servers: Pharos vs round-robin vs sticky (ARGS="--help"; needs scripts/engines/install-all.sh)
+	@uptime
+	$(BIN)/python -m benchmarks.scenario $(ARGS)
