@@ -46,6 +46,7 @@ class Session:
     bytes_per_token: float
     carries_history: bool = True  # False: every call stands alone (classifier)
     bypasses_router: bool = False  # traffic sent straight to one engine, unseen by the router
+    json_escaped: bool = False  # the client sends non-ASCII as \\uXXXX (Open WebUI does)
 
 
 @dataclass(frozen=True)
