@@ -69,4 +69,5 @@ live-latest: install   ## drift check (not in CI): live suite on the newest engi
 .PHONY: scenario
 scenario: install      ## issue 15 on real llama-servers: Pharos vs round-robin vs sticky (ARGS="--help"; needs scripts/engines/install-all.sh)
 	@uptime
-	$(BIN)/python -m benchmarks.scenario $(ARGS)
+	bash scripts/datasets/fetch-sharegpt.sh
+	$(BIN)/python -m benchmarks.scenario --sessions sharegpt $(ARGS)

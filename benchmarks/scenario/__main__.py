@@ -66,7 +66,13 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--repeat", type=int, default=1, help="runs per fleet; every second run reverses the order"
     )
-    parser.add_argument("--sessions", choices=SOURCES, default="synthetic")
+    parser.add_argument(
+        "--sessions",
+        choices=SOURCES,
+        default="synthetic",
+        help="synthetic (the simulator's chats, default) or sharegpt (ShareGPT V3; make "
+        "scenario fetches it and uses it)",
+    )
     parser.add_argument(
         "--think-scale",
         type=float,

