@@ -41,6 +41,7 @@ class TurnResult:
     reply: Reply | None  # None: the turn failed
     error: str = ""
     bypassed: bool = False  # the bypassing client's turn: loads an engine, never counted
+    queue_wait_s: float | None = None  # time in Pharos's queue; None: not through Pharos
 
 
 class _Chunk(msgspec.Struct):

@@ -111,11 +111,11 @@ async def _through_pharos(
     http: aiohttp.ClientSession,
     duration_s: float,
 ) -> list[TurnResult]:
-    served: dict[str, str | None] = {}
+    served: dict[str, RequestDone] = {}
 
     def on_done(done: RequestDone) -> None:
         if done.request_id is not None:
-            served[done.request_id] = done.backend_url
+            served[done.request_id] = done
 
     specs = [BackendSpec(url=base, kind=Kind.LLAMACPP) for base in bases]
     config = msgspec.convert({"policy": policy.removeprefix("pharos-")}, Config)
@@ -129,6 +129,11 @@ async def _through_pharos(
 
         turns = await _traffic(policy, conversations, base_for, http, duration_s)
     return [
-        t if t.sent_to != pharos_base else dataclasses.replace(t, engine=served.get(t.request_id))
-        for t in turns
+        t if t.sent_to != pharos_base else _as_served(t, served.get(t.request_id)) for t in turns
     ]
+
+
+def _as_served(turn: TurnResult, done: RequestDone | None) -> TurnResult:
+    if done is None:
+        return turn
+    return dataclasses.replace(turn, engine=done.backend_url, queue_wait_s=done.queue_wait_s)

@@ -6,6 +6,7 @@
 - turns served in the run's duration (more is better: the same users, the same think time);
 - follow-ups moved: turns after a conversation's first whose engine differs from the
   previous turn's (each move re-prefills the history elsewhere);
+- queued: time the turn waited in Pharos's queue for a slot (p50 / p95; "-" without Pharos);
 - load: the machine's 1-minute load average as the policy's traffic started -> ended.
 """
 
@@ -55,6 +56,8 @@ def row(run: PolicyRun) -> tuple[str, ...]:
     cached = sum(r.cached_tokens or 0 for r in with_timings)
     prefilled = sum(r.prefilled_tokens or 0 for r in with_timings)
     moved, known = moved_follow_ups(served)
+    waits = sorted(t.queue_wait_s for t in served if t.queue_wait_s is not None)
+    queued = f"{statistics.median(waits):.1f} / {percentile(waits, 0.95):.1f} s" if waits else "-"
     per_engine = "/".join(str(sum(t.engine == e for t in served)) for e in run.engines)
     return (
         run.policy,
@@ -64,6 +67,7 @@ def row(run: PolicyRun) -> tuple[str, ...]:
         str(len(served)) + (f" ({failed} failed)" if failed else ""),
         per_engine,
         f"{moved}/{known}",
+        queued,
         f"{run.load_before:.1f} -> {run.load_after:.1f}",
     )
 
@@ -76,6 +80,7 @@ HEADER = (
     "turns served",
     "per engine (e0/e1)",
     "follow-ups moved",
+    "queued p50 / p95",
     "load 1m",
 )
 
