@@ -27,6 +27,7 @@ class Reply:
     ttft_s: float
     cached_tokens: int | None  # None: the engine's timings never came
     prefilled_tokens: int | None
+    prompt_ms: float | None = None  # the engine's prefill time for prefilled_tokens
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ async def chat(
     sent = time.perf_counter()
     ttft: float | None = None
     cached = prefilled = None
+    prompt_ms: float | None = None
     headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
     async with http.post(base + "/v1/chat/completions", data=body, headers=headers) as reply:
         if reply.status != 200:
@@ -83,9 +85,10 @@ async def chat(
             if chunk.timings is not None:
                 cached = int(chunk.timings["cache_n"]) if "cache_n" in chunk.timings else None
                 prefilled = int(chunk.timings["prompt_n"]) if "prompt_n" in chunk.timings else None
+                prompt_ms = chunk.timings.get("prompt_ms")
         echoed = reply.headers.get("X-Request-Id")
     ttft_s = time.perf_counter() - sent if ttft is None else ttft
-    return Reply(ttft_s, cached, prefilled), echoed
+    return Reply(ttft_s, cached, prefilled, prompt_ms), echoed
 
 
 Route = Callable[[Conversation], str]

@@ -6,6 +6,8 @@
 - turns served in the run's duration (more is better: the same users, the same think time);
 - follow-ups moved: turns after a conversation's first whose engine differs from the
   previous turn's (each move re-prefills the history elsewhere);
+- prefill tok/s: each engine's median prefill speed from its own timings (prompt_n /
+  prompt_ms, over turns that prefilled at least MIN_PREFILL_TOKENS), engine 0 first;
 - queued: time the turn waited in Pharos's queue for a slot (p50 / p95; "-" without Pharos);
 - load: the machine's 1-minute load average as the policy's traffic started -> ended.
 """
@@ -17,6 +19,22 @@ from collections.abc import Iterable, Sequence
 
 from benchmarks.scenario.client import TurnResult
 from benchmarks.scenario.policies import PolicyRun
+
+MIN_PREFILL_TOKENS = 32  # a few tokens' prefill time is mostly overhead
+
+
+def prefill_speed(turns: Iterable[TurnResult], engine: str) -> str:
+    speeds = sorted(
+        1e3 * t.reply.prefilled_tokens / t.reply.prompt_ms
+        for t in turns
+        if t.engine == engine
+        and t.reply is not None
+        and t.reply.prefilled_tokens is not None
+        and t.reply.prefilled_tokens >= MIN_PREFILL_TOKENS
+        and t.reply.prompt_ms is not None
+        and t.reply.prompt_ms > 0
+    )
+    return f"{statistics.median(speeds):.0f}" if speeds else "-"
 
 
 def percentile(sorted_values: Sequence[float], share: float) -> float:
@@ -66,6 +84,7 @@ def row(run: PolicyRun) -> tuple[str, ...]:
         f"{100 * cached / (cached + prefilled):.1f}%" if cached + prefilled else "unknown",
         str(len(served)) + (f" ({failed} failed)" if failed else ""),
         per_engine,
+        "/".join(prefill_speed(run.turns, e) for e in run.engines),
         f"{moved}/{known}",
         queued,
         f"{run.load_before:.1f} -> {run.load_after:.1f}",
@@ -79,6 +98,7 @@ HEADER = (
     "prompt-cache hit",
     "turns served",
     "per engine (e0/e1)",
+    "prefill tok/s (e0/e1)",
     "follow-ups moved",
     "queued p50 / p95",
     "load 1m",
