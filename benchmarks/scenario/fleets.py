@@ -133,6 +133,18 @@ async def _start_engines(fleet: Fleet, log_dir: Path, tag: str) -> list[RunningE
     return engines
 
 
+ROUTER_LOAD_LINE = b"load_model: loading model"
+"""What a b11312 router's child logs once per model load (captured in logs of this tool)."""
+
+
+def model_loads(fleet: Fleet, log_dir: Path, tag: str) -> int | None:
+    """Model loads the routers logged during one policy's run; None when not a router fleet."""
+    if not fleet.router:
+        return None
+    logs = [log_dir / f"{tag}-e{index}.log" for index in range(len(fleet.threads))]
+    return sum(path.read_bytes().count(ROUTER_LOAD_LINE) for path in logs if path.exists())
+
+
 def _stop_all(engines: list[RunningEngine]) -> None:
     for engine in engines:
         engine.stop()

@@ -23,7 +23,7 @@ import aiohttp
 import msgspec
 from benchmarks.scenario.client import REQUEST_TIMEOUT_S, Route, TurnResult, replay
 from benchmarks.scenario.conversations import Conversation
-from benchmarks.scenario.fleets import Fleet, fleet_running
+from benchmarks.scenario.fleets import Fleet, fleet_running, model_loads
 
 from pharos.cmd.runtime import Pharos, RuntimeOptions, running
 from pharos.config import Config
@@ -43,6 +43,7 @@ class PolicyRun:
     load_before: float  # 1-minute load average as the traffic started
     load_after: float
     wall_s: float
+    model_loads: int | None = None  # router fleets: loads the routers logged; None: not counted
 
 
 def sticky_index(user: str, engines: int) -> int:
@@ -101,7 +102,10 @@ async def run_policy(
                 route = _direct_route(policy, bases, bases[0])
                 turns = await _traffic(policy, conversations, route, http, duration_s)
             wall_s = time.monotonic() - began
-    return PolicyRun(policy, tuple(bases), tuple(turns), load_before, os.getloadavg()[0], wall_s)
+    loads = model_loads(fleet, log_dir, tag)
+    return PolicyRun(
+        policy, tuple(bases), tuple(turns), load_before, os.getloadavg()[0], wall_s, loads
+    )
 
 
 async def _through_pharos(

@@ -9,6 +9,7 @@
 - prefill tok/s: each engine's median prefill speed from its own timings (prompt_n /
   prompt_ms, over turns that prefilled at least MIN_PREFILL_TOKENS), engine 0 first;
 - queued: time the turn waited in Pharos's queue for a slot (p50 / p95; "-" without Pharos);
+- model loads: for router fleets, the loads the routers logged (each a swap: 0.4-1.1 s);
 - load: the machine's 1-minute load average as the policy's traffic started -> ended.
 """
 
@@ -87,6 +88,7 @@ def row(run: PolicyRun) -> tuple[str, ...]:
         "/".join(prefill_speed(run.turns, e) for e in run.engines),
         f"{moved}/{known}",
         queued,
+        "-" if run.model_loads is None else str(run.model_loads),
         f"{run.load_before:.1f} -> {run.load_after:.1f}",
     )
 
@@ -101,6 +103,7 @@ HEADER = (
     "prefill tok/s (e0/e1)",
     "follow-ups moved",
     "queued p50 / p95",
+    "model loads",
     "load 1m",
 )
 
