@@ -115,18 +115,18 @@ def _start_router(log_dir: Path, name: str, threads: int) -> RunningEngine:
     return engine
 
 
-async def _start_engines(fleet: Fleet, log_dir: Path, tag: str) -> list[RunningEngine]:
-    """One after another: two starting at once fight for the cores."""
+def _start_engines(fleet: Fleet, log_dir: Path, tag: str) -> list[RunningEngine]:
+    """One after another (two starting at once fight for the cores), blocking: nothing else
+    runs yet, and a SIGTERM that lands while an engine starts stops that engine too (run in
+    a thread, an engine started after the signal was left running)."""
     engines: list[RunningEngine] = []
     try:
         for index, threads in enumerate(fleet.threads):
             name = f"{tag}-e{index}"
             if fleet.router:
-                engines.append(await asyncio.to_thread(_start_router, log_dir, name, threads))
+                engines.append(_start_router(log_dir, name, threads))
             else:
-                engines.append(
-                    await asyncio.to_thread(start_llamacpp, log_dir, name=name, threads=threads)
-                )
+                engines.append(start_llamacpp(log_dir, name=name, threads=threads))
     except BaseException:
         _stop_all(engines)
         raise
@@ -161,7 +161,7 @@ async def fleet_running(fleet: Fleet, log_dir: Path, tag: str) -> AsyncIterator[
             ]
             yield bases
         return
-    engines = await _start_engines(fleet, log_dir, tag)
+    engines = _start_engines(fleet, log_dir, tag)
     try:
         yield [e.base_url for e in engines]
     finally:
