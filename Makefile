@@ -57,6 +57,12 @@ bench: install         ## prints `bench NAME p50_us=N p99_us=N` lines
 bench-compare: install ## Pharos, a bare aiohttp pass-through and LiteLLM 1.110.2 side by side, c=1 and c=32
 	bash scripts/bench/compare.sh
 
+.PHONY: scenario
+scenario: install      ## issue 15 on real llama-servers: Pharos vs round-robin vs sticky (ARGS="--help"; needs scripts/engines/install-all.sh)
+	@uptime
+	bash scripts/datasets/fetch-sharegpt.sh
+	$(BIN)/python -m benchmarks.scenario --sessions sharegpt $(ARGS)
+
 support: install       ## regenerate SUPPORT.md from the tests' expectation tables
 	$(BIN)/python -m tools.support
 

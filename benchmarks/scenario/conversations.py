@@ -1,0 +1,125 @@
+"""The sessions a run replays: the same ones, seeded, for every policy.
+
+Synthetic chats come from the simulator (pharos.sim.traces); ShareGPT V3 conversations
+from pharos.sim.sharegpt (half the users JSON-escaped, as Open WebUI sends them; the data
+is fetched by scripts/datasets/fetch-sharegpt.sh). Both are cut
+to what one slot of `-np 2 -c 4096` holds (2,048 tokens): MAX_TURNS turns of at most
+MAX_TEXT_BYTES (UTF-8) each way plus the system prompt. The synthetic letters tokenize at
+~1.9 bytes per token on SmolLM2 (471 prompt tokens for 880 bytes, measured), so 400 bytes
+keep a conversation under ~1,800 tokens; ShareGPT text is English at ~4 bytes per token
+and CJK at ~3, so 600 bytes keep it under ~1,500.
+
+Each user runs its conversations back to back (the next starts one think time after the
+previous ended), and think times are scaled by `think_scale`: at the simulator's 5-30 s a
+90 s run serves ~24 turns with 6 users; at 0.25 the two engines are busy, queues form and
+where a turn goes matters (the issue's 240 s run served 129-187 turns).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pharos.sim.sharegpt import DatasetMissing, scenario_sessions
+from pharos.sim.traces import Mix, Session, sessions
+
+MAX_COMPLETION_TOKENS = 48
+MAX_TURNS = 4
+SOURCES = ("synthetic", "sharegpt")
+MAX_TEXT_BYTES = {"synthetic": 400, "sharegpt": 600}
+HORIZON_FACTOR = 20.0
+
+
+@dataclass(frozen=True)
+class Turn:
+    think_s: float  # before this turn is sent (after the previous reply ended)
+    user_text: str
+    reply_text: str  # what the client puts in its history: the same for every policy
+    max_tokens: int
+
+
+@dataclass(frozen=True)
+class Conversation:
+    user: str
+    index: int  # the conversation's number within the run: follow-ups are counted per index
+    start_s: float | None  # None: one think time after the user's previous conversation
+    model: str
+    system: str
+    turns: tuple[Turn, ...]
+    bypasses_router: bool = False  # sent straight to the first engine, unseen by Pharos
+    json_escaped: bool = False  # non-ASCII sent as \\uXXXX, as Open WebUI does
+
+
+class SourceMissing(Exception):
+    """The session source asked for is not importable here."""
+
+
+def clip(text: str, limit_bytes: int) -> str:
+    """The longest prefix of `text` within limit_bytes of UTF-8 (never half a character)."""
+    return text.encode()[:limit_bytes].decode(errors="ignore")
+
+
+def _cut(
+    session: Session,
+    index: int,
+    escaped: bool,
+    first: bool,
+    think_scale: float,
+    limit_bytes: int,
+) -> Conversation:
+    scale = 1.0 if session.bypasses_router else think_scale
+    gap_s = session.turns[1].think_s if len(session.turns) > 1 else 5.0
+    turns = tuple(
+        Turn(
+            think_s=scale * (t.think_s if number > 0 or first else gap_s),
+            user_text=clip(t.user_text, limit_bytes),
+            reply_text=clip(t.reply_text, limit_bytes),
+            max_tokens=min(MAX_COMPLETION_TOKENS, t.completion_tokens),
+        )
+        for number, t in enumerate(session.turns[:MAX_TURNS])
+    )
+    return Conversation(
+        user=session.user,
+        index=index,
+        start_s=scale * session.start_s if first else None,
+        model=session.model,
+        system=clip(session.system, 2 * limit_bytes),
+        turns=turns,
+        bypasses_router=session.bypasses_router,
+        json_escaped=escaped,
+    )
+
+
+def _sim_sessions(
+    source: str, mix: Mix, duration_s: float, seed: int
+) -> Iterable[tuple[Session, bool]]:
+    if source == "synthetic":
+        return ((s, False) for s in sessions(mix, duration_s, seed))
+    try:
+        return scenario_sessions(mix, duration_s, seed)
+    except DatasetMissing as err:  # names scripts/datasets/fetch-sharegpt.sh
+        raise SourceMissing(str(err)) from None
+
+
+def conversations(
+    *,
+    users: int,
+    bypass: bool,
+    models: tuple[str, ...],
+    duration_s: float,
+    seed: int,
+    source: str = "synthetic",
+    think_scale: float = 0.25,
+) -> list[Conversation]:
+    """Every conversation a run may replay, in a fixed order (the seed fixes their content);
+    a user that finishes its conversations stops. The sessions are drawn over a horizon
+    long enough that no user runs out within duration_s."""
+    mix = Mix(chat_users=users, noise_users=1 if bypass else 0, models=models)
+    made = _sim_sessions(source, mix, duration_s * HORIZON_FACTOR, seed)
+    seen: set[str] = set()
+    out = []
+    for index, (session, escaped) in enumerate(made):
+        first = session.user not in seen
+        out.append(_cut(session, index, escaped, first, think_scale, MAX_TEXT_BYTES[source]))
+        seen.add(session.user)
+    return out

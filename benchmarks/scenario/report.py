@@ -1,0 +1,116 @@
+"""The issue's table from what the clients timed and what the engines reported.
+
+- TTFT p50/p95 over the turns served (client side, to the first delta);
+- prompt-cache hit = sum(cache_n) / sum(cache_n + prompt_n), the engines' own timings;
+  "unknown" when no turn carried timings (never 0);
+- turns served in the run's duration (more is better: the same users, the same think time);
+- follow-ups moved: turns after a conversation's first whose engine differs from the
+  previous turn's (each move re-prefills the history elsewhere);
+- prefill tok/s: each engine's median prefill speed from its own timings (prompt_n /
+  prompt_ms, over turns that prefilled at least MIN_PREFILL_TOKENS), engine 0 first;
+- queued: time the turn waited in Pharos's queue for a slot (p50 / p95; "-" without Pharos);
+- model loads: for router fleets, the loads the routers logged (each a swap: 0.4-1.1 s);
+- load: the machine's 1-minute load average as the policy's traffic started -> ended.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterable, Sequence
+
+from benchmarks.scenario.client import TurnResult
+from benchmarks.scenario.policies import PolicyRun
+
+MIN_PREFILL_TOKENS = 32  # a few tokens' prefill time is mostly overhead
+
+
+def prefill_speed(turns: Iterable[TurnResult], engine: str) -> str:
+    speeds = sorted(
+        1e3 * t.reply.prefilled_tokens / t.reply.prompt_ms
+        for t in turns
+        if t.engine == engine
+        and t.reply is not None
+        and t.reply.prefilled_tokens is not None
+        and t.reply.prefilled_tokens >= MIN_PREFILL_TOKENS
+        and t.reply.prompt_ms is not None
+        and t.reply.prompt_ms > 0
+    )
+    return f"{statistics.median(speeds):.0f}" if speeds else "-"
+
+
+def percentile(sorted_values: Sequence[float], share: float) -> float:
+    """Nearest rank on a sorted list (p95 of 100 values is the 95th)."""
+    return sorted_values[min(len(sorted_values) - 1, round(share * (len(sorted_values) - 1)))]
+
+
+def moved_follow_ups(turns: Iterable[TurnResult]) -> tuple[int, int]:
+    """(follow-ups whose engine differs from the turn before, follow-ups with both known)."""
+    by_conv: dict[int, dict[int, str | None]] = {}
+    for turn in turns:
+        if turn.reply is not None:
+            by_conv.setdefault(turn.conversation, {})[turn.turn] = turn.engine
+    moved = known = 0
+    for engines in by_conv.values():
+        for number, engine in engines.items():
+            before = engines.get(number - 1)
+            if number == 0 or engine is None or before is None:
+                continue
+            known += 1
+            moved += engine != before
+    return moved, known
+
+
+def row(run: PolicyRun) -> tuple[str, ...]:
+    counted = [t for t in run.turns if not t.bypassed]
+    served = [t for t in counted if t.reply is not None]
+    failed = len(counted) - len(served)
+    ttfts = sorted(t.reply.ttft_s for t in served if t.reply is not None)
+    with_timings = [
+        t.reply
+        for t in served
+        if t.reply is not None
+        and t.reply.cached_tokens is not None
+        and t.reply.prefilled_tokens is not None
+    ]
+    cached = sum(r.cached_tokens or 0 for r in with_timings)
+    prefilled = sum(r.prefilled_tokens or 0 for r in with_timings)
+    moved, known = moved_follow_ups(served)
+    waits = sorted(t.queue_wait_s for t in served if t.queue_wait_s is not None)
+    queued = f"{statistics.median(waits):.1f} / {percentile(waits, 0.95):.1f} s" if waits else "-"
+    per_engine = "/".join(str(sum(t.engine == e for t in served)) for e in run.engines)
+    return (
+        run.policy,
+        f"{statistics.median(ttfts):.2f} s" if ttfts else "-",
+        f"{percentile(ttfts, 0.95):.2f} s" if ttfts else "-",
+        f"{100 * cached / (cached + prefilled):.1f}%" if cached + prefilled else "unknown",
+        str(len(served)) + (f" ({failed} failed)" if failed else ""),
+        per_engine,
+        "/".join(prefill_speed(run.turns, e) for e in run.engines),
+        f"{moved}/{known}",
+        queued,
+        "-" if run.model_loads is None else str(run.model_loads),
+        f"{run.load_before:.1f} -> {run.load_after:.1f}",
+    )
+
+
+HEADER = (
+    "policy",
+    "TTFT p50",
+    "TTFT p95",
+    "prompt-cache hit",
+    "turns served",
+    "per engine (e0/e1)",
+    "prefill tok/s (e0/e1)",
+    "follow-ups moved",
+    "queued p50 / p95",
+    "model loads",
+    "load 1m",
+)
+
+
+def table(runs: Iterable[PolicyRun]) -> str:
+    """A Markdown table, one row per policy run, in the order they ran."""
+    rows = [HEADER, *(row(run) for run in runs)]
+    lines = ["| " + " | ".join(r) + " |" for r in rows]
+    lines.insert(1, "|" + "---|" * len(HEADER))
+    return "\n".join(lines)
