@@ -46,6 +46,31 @@ def docker(*args: str, check: bool = True, timeout_s: float = 60.0) -> str:
     return done.stdout.strip()
 
 
+def compose(files: list[Path], args: tuple[str, ...], env: dict[str, str], timeout_s: float) -> str:
+    """docker-compose with these files; its stderr's tail in the error when it fails."""
+    file_args = [arg for path in files for arg in ("-f", str(path))]
+    done = subprocess.run(
+        ["docker-compose", *file_args, *args],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"docker-compose {' '.join(args)}: {done.stderr.strip()[-2000:]}")
+    return done.stdout.strip()
+
+
+def python_root() -> str:
+    """Where the running python lives (pyenv, /opt, /usr/local, else Debian's /usr)."""
+    real = Path(sys.executable).resolve()
+    for root in (Path.home() / ".pyenv", Path("/opt"), Path("/usr/local")):
+        if root in real.parents:
+            return str(root)
+    return "/usr"
+
+
 def python_mounts() -> list[str]:
     """The host's python (pyenv or Debian's, with its libs under /usr) and this worktree's
     venv, mounted read-only at the same paths so the venv's python runs unchanged."""

@@ -17,7 +17,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 
 import aiohttp
 import pytest
@@ -26,8 +25,10 @@ from tests.discovery.docker_live import (
     LLAMA_SERVER_DIR,
     REPO_ROOT,
     SMOLLM2_GGUF,
+    compose,
     docker,
     prepare_docker,
+    python_root,
     wait_http,
 )
 from tests.discovery.docker_rig import CAPTURES
@@ -43,19 +44,8 @@ class Stack:
     base: str  # http://<pharos container IP>:8090
 
     def compose(self, *args: str, timeout_s: float = 120.0) -> str:
-        files = ["-f", str(REPO_ROOT / "compose.yaml")]
-        files += ["-f", str(REPO_ROOT / "deploy/docker/compose.e2e.yaml")]
-        done = subprocess.run(
-            ["docker-compose", *files, *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"docker-compose {' '.join(args)}: {done.stderr.strip()[-2000:]}")
-        return done.stdout.strip()
+        files = [REPO_ROOT / "compose.yaml", REPO_ROOT / "deploy/docker/compose.e2e.yaml"]
+        return compose(files, args, self.env, timeout_s)
 
     def container(self, service: str) -> str:
         return self.compose("ps", "-q", service)
@@ -65,14 +55,6 @@ class Stack:
             "inspect", "-f", "{{range .NetworkSettings.Networks}}{{.IPAddress}} {{end}}",
             self.container(service),
         ).split()[0]  # fmt: skip
-
-
-def python_root() -> str:
-    real = Path(sys.executable).resolve()
-    for root in (Path.home() / ".pyenv", Path("/opt"), Path("/usr/local")):
-        if root in real.parents:
-            return str(root)
-    return "/usr"
 
 
 @pytest.fixture(scope="module")

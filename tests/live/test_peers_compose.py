@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import os
 import re
-import subprocess
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterator
@@ -22,8 +21,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from tests.discovery.docker_live import REPO_ROOT, docker, prepare_docker
-from tests.live.test_docker_e2e import python_root
+from tests.discovery.docker_live import REPO_ROOT, compose, docker, prepare_docker, python_root
 
 DEPLOY = REPO_ROOT / "deploy" / "peers"
 INSTANCES = ("pharos-a", "pharos-b", "pharos-c")
@@ -39,18 +37,8 @@ class Stack:
     bases: dict[str, str] | None = None  # instance -> http://<container IP>:8090
 
     def compose(self, *args: str, timeout_s: float = 300.0) -> str:
-        files = ["-f", str(DEPLOY / "compose.yaml"), "-f", str(DEPLOY / "compose.e2e.yaml")]
-        done = subprocess.run(
-            ["docker-compose", *files, *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout_s,
-            check=False,
-        )
-        if done.returncode != 0:
-            raise RuntimeError(f"docker-compose {' '.join(args)}: {done.stderr.strip()[-2000:]}")
-        return done.stdout.strip()
+        files = [DEPLOY / "compose.yaml", DEPLOY / "compose.e2e.yaml"]
+        return compose(files, args, self.env, timeout_s)
 
     def ip(self, service: str) -> str:
         container = self.compose("ps", "-q", service)
