@@ -121,6 +121,7 @@ async def _merge(shared: Shared, snapshot: Snapshot) -> int:
         await _yield()
     entries = 0
     for batch in _oldest_slices_first(snapshot):
+        await _yield()  # decoding the slice was this step's work: restore it in the next ones
         for end in range(len(batch), 0, -MERGE_STEP):  # the slice's older half first
             part = batch[max(0, end - MERGE_STEP) : end]
             shared.prefix.restore(part, shared.state.target_id_of, shared.state.generation_of)
