@@ -131,7 +131,7 @@ def engine_logs() -> Path:
 
 
 async def _capture(engine: RunningEngine, gauge: StateGauge, root: Path) -> CaptureResult:
-    async with aiohttp.ClientSession(connector=_fresh_connections()) as session:
+    async with _capture_session() as session:
 
         async def observe(_state: str) -> Observed:
             plan, resolved = await resolve(session, engine.base_url, Kind.AUTO)
@@ -151,6 +151,16 @@ async def _capture(engine: RunningEngine, gauge: StateGauge, root: Path) -> Capt
             observe=observe,
         )
         return await driver.run()
+
+
+CAPTURE_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=120.0)
+"""Each read is bounded, not the whole request: the router capture's 1,500-token streams ran past
+aiohttp's default 300 s total at load 7 (26 errors in one `make live-latest`); an engine that goes
+silent for 120 s still fails the capture."""
+
+
+def _capture_session() -> aiohttp.ClientSession:
+    return aiohttp.ClientSession(connector=_fresh_connections(), timeout=CAPTURE_TIMEOUT)
 
 
 def _fresh_connections() -> aiohttp.TCPConnector:
@@ -220,7 +230,7 @@ def llamacpp_router(
 
 
 async def _capture_router(engine: RunningEngine, root: Path) -> RouterCapture:
-    async with aiohttp.ClientSession(connector=_fresh_connections()) as session:
+    async with _capture_session() as session:
 
         async def observe(_state: str) -> Observed:
             plan, resolved = await resolve(session, engine.base_url, Kind.AUTO)
