@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 import gc
 import os
+import sys
 import time
 from collections.abc import Coroutine
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TypeVar, cast
 from zoneinfo import ZoneInfo
 
@@ -39,9 +41,11 @@ from pharos.peer.wire import (
 from pharos.prefix import PrefixIndex, PrefixOp, Source
 from pharos.prefix.index import SHARDS
 from pharos.sched import Gauges, Scheduler
-from pharos.state import State, StatRecord
-from pharos.state.registry import TargetRegistry
+from pharos.state import State
 from pharos.usage import DAY, Cell, UsageBook
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the repo root
+from tests.peer.snapshots import Targets
 
 SMOKE = os.environ.get("PHAROS_BENCH_SMOKE") == "1"  # tiny counts: CI checks it still runs
 ENTRIES = 2_000 if SMOKE else 200_000
@@ -59,38 +63,11 @@ def _percentiles_us(samples_ns: list[int]) -> tuple[float, float, float]:
     return p50 / 1000.0, p99 / 1000.0, ordered[-1] / 1000.0
 
 
-class Targets:
-    """What a snapshot reads of State: keys, ids, generations and stats."""
-
-    def __init__(self) -> None:
-        self.registry = TargetRegistry()
-        for key in TARGETS:
-            url, model = key.split(" ")
-            self.registry.register(url, model, model)
-
-    def target_id_of(self, key: str) -> int | None:
-        return self.registry.id_of(key)
-
-    def key_of(self, target_id: int) -> str | None:
-        record = self.registry.get(target_id)
-        return None if record is None else record.key
-
-    def generation_of(self, target_id: int) -> int | None:
-        record = self.registry.get(target_id)
-        return None if record is None else record.generation
-
-    def restore_stats(self, records: list[StatRecord]) -> None:
-        self.registry.restore(records)
-
-    def export_stats(self) -> list[StatRecord]:
-        return self.registry.export()
-
-
 def _shared(shards: int) -> Shared:
     clock = FakeClock(start_wall=WALL_S)
     return Shared(
         prefix=PrefixIndex(cap_entries=ENTRIES, clock=clock, shards=shards),
-        state=cast(State, Targets()),
+        state=cast(State, Targets(TARGETS)),
         usage=UsageBook(clock, ZoneInfo("UTC"), origin=1),
         sched=cast(Scheduler, None),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import cast
 from zoneinfo import ZoneInfo
 
@@ -22,11 +23,11 @@ TODAY = 20_717  # the day of WALL_S in UTC
 
 
 class Targets:
-    """The part of State a snapshot merge reads: keys, ids, generations and stats."""
+    """The part of State a snapshot build or merge reads: keys, ids, generations and stats."""
 
-    def __init__(self) -> None:
+    def __init__(self, keys: Iterable[str] = TARGETS) -> None:
         self.registry = TargetRegistry()
-        for key in TARGETS:
+        for key in keys:
             url, model = key.split(" ")
             self.registry.register(url, model, model)
 
