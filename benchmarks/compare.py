@@ -8,7 +8,8 @@ taken in turn request by request so they share the machine's noise. c=32: comple
 requests per second over a fixed time, each proxy twice in alternating order, the better
 of the two kept, for each fixed workload (WORKLOADS: output tokens per stream, fake slots).
 Prints `bench compare-...` lines with the ratios against the bare pass-through and LiteLLM,
-Pharos's own event-loop lag read from its /metrics (its own process), and issue 13's table.
+the proxies' own event-loop lag read from their /metrics (Pharos, and the bare one as the
+control), each proxy's CPU per request, and issue 13's table.
 
 Run: make bench-compare (installs LiteLLM 1.110.2 into ~/.cache/pharos/bench first), or
      .venv/bin/python benchmarks/compare.py [--litellm PATH] [--requests N] [--seconds S]
@@ -377,12 +378,14 @@ def proxies_for(engine: str, workdir: Path, litellm: Path | None) -> list[Proxy]
 
 
 LAG_METRIC = "pharos_event_loop_lag_seconds"
+LAG_SAMPLED = ("pharos", "bare")
+"""Both sample their loop with obs/looplag.py: the bare pass-through's lag is the control."""
 STALL_LE = "0.001"
 
 
 async def loop_lag_buckets(proxy: Proxy) -> dict[str, float]:
-    """Pharos's own pharos_event_loop_lag_seconds buckets (le -> cumulative count), read from
-    its /metrics: the lag of the proxy's process alone, not of this client."""
+    """The proxy's own pharos_event_loop_lag_seconds buckets (le -> cumulative count), read
+    from its /metrics: the lag of the proxy's process alone, not of this client."""
     async with (
         aiohttp.ClientSession() as session,
         session.get(proxy.base + "/metrics", headers=HEADERS) as response,
@@ -397,7 +400,7 @@ async def loop_lag_buckets(proxy: Proxy) -> dict[str, float]:
     return buckets
 
 
-def lag_line(phase: str, before: dict[str, float], after: dict[str, float]) -> str:
+def lag_line(name: str, phase: str, before: dict[str, float], after: dict[str, float]) -> str:
     """Samples, samples over 1 ms, and the bucket bound the worst sample stayed under."""
     delta = {le: after[le] - before.get(le, 0.0) for le in after}
     samples = delta.get("+Inf", 0.0)
@@ -406,7 +409,7 @@ def lag_line(phase: str, before: dict[str, float], after: dict[str, float]) -> s
     worst = next((le for le in bounds if delta[le] >= samples), "+Inf")
     worst_ms = "inf" if worst == "+Inf" else f"{float(worst) * 1e3:g}"
     return (
-        f"bench compare-pharos-loop-lag-{phase} samples={samples:.0f} "
+        f"bench compare-{name}-loop-lag-{phase} samples={samples:.0f} "
         f"over_1ms={over:.0f} worst_under_ms={worst_ms}"
     )
 
@@ -439,31 +442,35 @@ async def run(args: argparse.Namespace) -> None:
                 file=sys.stderr,
             )
         phases: dict[str, dict[str, Phase]] = {w.name: {} for w in WORKLOADS}
-        lag_c32: dict[str, float] = {}
+        lag_c32: dict[str, dict[str, float]] = {}
         try:
             for proxy in proxies:
                 proxy.start(proxy_core, Path(tmp))
             for proxy in proxies:
                 await wait_ready(proxy, args.ready_timeout)
-            pharos = next(p for p in proxies if p.name == "pharos")
+            sampled = [p for p in proxies if p.name in LAG_SAMPLED]
             meters = {p.name: CpuMeter(p.pid(), fake.pid) for p in proxies}
             # c=1 with every proxy running but idle between its own requests
-            lag_start = await loop_lag_buckets(pharos)
+            lag_start = {p.name: await loop_lag_buckets(p) for p in sampled}
             for meter in meters.values():
                 meter.start()
             ttft = await ttft_interleaved(proxies, bodies[first.name], args.requests, args.warmup)
             c1 = {name: meter.stop(args.requests + args.warmup) for name, meter in meters.items()}
-            lag_c1 = await loop_lag_buckets(pharos)
+            lag_c1 = {p.name: await loop_lag_buckets(p) for p in sampled}
             for w in WORKLOADS:
                 for order in (proxies, proxies[::-1]):
                     for proxy in order:
-                        before = await loop_lag_buckets(pharos) if proxy is pharos else {}
+                        before = await loop_lag_buckets(proxy) if proxy in sampled else {}
                         meter = meters[proxy.name]
                         got = await throughput(
                             proxy, bodies[w.name], args.concurrency, args.seconds, meter
                         )
-                        if proxy is pharos:
-                            add(lag_c32, before, await loop_lag_buckets(pharos))
+                        if proxy in sampled:
+                            add(
+                                lag_c32.setdefault(proxy.name, {}),
+                                before,
+                                await loop_lag_buckets(proxy),
+                            )
                         kept = phases[w.name].get(proxy.name)
                         if kept is None or got.rps > kept.rps:
                             phases[w.name][proxy.name] = got
@@ -471,8 +478,9 @@ async def run(args: argparse.Namespace) -> None:
             for proxy in proxies:
                 proxy.stop()
     report(ttft, c1, phases, args.concurrency)
-    print(lag_line("c1", lag_start, lag_c1))
-    print(lag_line(f"c{args.concurrency}", {}, lag_c32))
+    for name in LAG_SAMPLED:
+        print(lag_line(name, "c1", lag_start[name], lag_c1[name]))
+        print(lag_line(name, f"c{args.concurrency}", {}, lag_c32[name]))
 
 
 def report(

@@ -35,6 +35,8 @@ EXPECTED = [
             "compare-pharos-chat-32k-256tok",
             "compare-pharos-loop-lag-c1",
             "compare-pharos-loop-lag-c4",  # smoke runs c=4
+            "compare-bare-loop-lag-c1",
+            "compare-bare-loop-lag-c4",
         ],
     ),
 ]
@@ -87,7 +89,7 @@ LAG_CASES = [
 def test_the_loop_lag_line_counts_only_samples_between_its_two_reads(
     before: dict[str, float], after: dict[str, float], figures: str
 ) -> None:
-    line = _compare_module().lag_line("c1", before, after)
+    line = _compare_module().lag_line("pharos", "c1", before, after)
     assert line == f"bench compare-pharos-loop-lag-c1 {figures}"
     assert LINE.match(line)
 
