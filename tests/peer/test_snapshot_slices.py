@@ -200,3 +200,22 @@ async def test_a_state_file_write_that_fails_leaves_the_old_file_and_no_temp_fil
     assert not await save_state_file(shared, path)
     assert path.read_bytes() == b"old"
     assert os.listdir(tmp_path) == ["pharos.state"]
+
+
+async def test_a_state_file_write_cancelled_midway_leaves_the_old_file_and_no_temp_file(
+    tmp_path: Path,
+) -> None:
+    """Shutdown may cancel the periodic write between two slices (each written in a thread)."""
+    shared = sharded()
+    path = tmp_path / "pharos.state"
+    path.write_bytes(b"old")
+    save = asyncio.create_task(save_state_file(shared, path))
+    for _ in range(3):  # into the slices: the index has 3,000 entries in 32 shards
+        await asyncio.sleep(0)
+    assert not save.done()
+    save.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await save
+    await asyncio.get_running_loop().shutdown_default_executor()  # a write in flight ends
+    assert path.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["pharos.state"]
