@@ -105,6 +105,11 @@ class ReplyEnd:
                 self.chunked = True
 
 
+class ClosedBeforeReply(ConnectionError):
+    """The server closed the connection before a byte of the reply: an idle keep-alive
+    connection it timed out just as the request went (uvicorn closes after 5 s)."""
+
+
 class Connection(asyncio.Protocol):
     """One keep-alive connection; one request at a time."""
 
@@ -121,7 +126,10 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self.transport = None
         if self._done is not None and not self._done.done():
-            self._done.set_exception(ConnectionError(f"closed mid-reply: {exc}"))
+            if self._end.body_len < 0 and not self._end.head:
+                self._done.set_exception(ClosedBeforeReply())
+            else:
+                self._done.set_exception(ConnectionError(f"closed mid-reply: {exc}"))
 
     def data_received(self, data: bytes) -> None:
         first, done = self._end.feed(data)
@@ -149,14 +157,21 @@ class Client:
         self._conn: Connection | None = None
 
     async def send(self, raw: bytes) -> Reply:
+        try:
+            reply = await self._send(raw)
+        except ClosedBeforeReply:  # once more, on a new connection
+            self.close()
+            reply = await self._send(raw)
+        if reply.status != 200:
+            raise SystemExit(f"{self.host}:{self.port} answered {reply.status}")
+        return reply
+
+    async def _send(self, raw: bytes) -> Reply:
         if self._conn is None or self._conn.transport is None:
             _, self._conn = await asyncio.get_running_loop().create_connection(
                 Connection, self.host, self.port
             )
-        reply = await self._conn.send(raw)
-        if reply.status != 200:
-            raise SystemExit(f"{self.host}:{self.port} answered {reply.status}")
-        return reply
+        return await self._conn.send(raw)
 
     def close(self) -> None:
         if self._conn is not None and self._conn.transport is not None:

@@ -167,3 +167,45 @@ async def test_the_fast_fake_streams_what_fakevllm_recorded_and_the_raw_client_r
         assert first.ttft_s > 0
     finally:
         server.close()
+
+
+async def test_the_raw_client_sends_once_more_when_an_idle_connection_was_just_closed() -> None:
+    """A keep-alive connection the server closes before a byte of the reply (uvicorn's 5 s
+    idle timeout hit a bench-compare run) is retried once on a new one; a reply cut after its
+    first byte is an error."""
+    import asyncio
+
+    raw = _rawhttp_module()
+    answered = []
+    cut_mid_reply = False
+
+    class Server(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport
+
+        def data_received(self, _data: bytes) -> None:
+            transport = self.transport
+            assert isinstance(transport, asyncio.Transport)
+            if not answered:  # the first request: closed unanswered
+                answered.append(False)
+                transport.close()
+            elif cut_mid_reply:
+                transport.write(_HEAD_CHUNKED + b"3\r\nab")
+                transport.close()
+            else:
+                answered.append(True)
+                transport.write(_HEAD_CHUNKED + b"0\r\n\r\n")
+
+    server = await asyncio.get_running_loop().create_server(Server, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = raw.Client("127.0.0.1", port)
+    request = raw.request_bytes(f"127.0.0.1:{port}", "/", b"{}", {})
+    try:
+        reply = await client.send(request)
+        assert reply.status == 200 and answered == [False, True]
+        cut_mid_reply = True
+        with pytest.raises(ConnectionError, match="mid-reply"):
+            await client.send(request)
+    finally:
+        client.close()
+        server.close()
