@@ -176,7 +176,7 @@ async def test_the_raw_client_sends_once_more_when_an_idle_connection_was_just_c
     import asyncio
 
     raw = _rawhttp_module()
-    answered = []
+    answered: list[bool] = []
     cut_mid_reply = False
 
     class Server(asyncio.Protocol):
