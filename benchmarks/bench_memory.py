@@ -4,7 +4,8 @@ asserted.
 
 Each phase is its own interpreter: a Pharos routing to an in-process fake vLLM, its index
 filled with one-link chains the way live traffic records them. Prints `mem pharos-full
-rss_mb=N`, the same after writing the state file, and `mem pharos-restored rss_mb=N`.
+rss_mb=N peak_mb=N`, the same after writing the state file, and `mem pharos-restored ...`
+(peak: VmHWM, the most the process held so far).
 
 Run: .venv/bin/python benchmarks/bench_memory.py
 """
@@ -32,12 +33,17 @@ SMOKE = os.environ.get("PHAROS_BENCH_SMOKE") == "1"  # tiny counts: CI checks it
 ENTRIES = 2_000 if SMOKE else DEFAULT_CAP_ENTRIES
 
 
-def rss_mb() -> float:
+def status_mb(field: str) -> float:
     with open("/proc/self/status", encoding="ascii") as status:
         for line in status:
-            if line.startswith("VmRSS:"):
+            if line.startswith(field + ":"):
                 return int(line.split()[1]) / 1024.0
     return float("nan")
+
+
+def rss_mb() -> str:
+    """RSS now, and the process's peak so far (VmHWM): the peak is what a limit kills at."""
+    return f"rss_mb={status_mb('VmRSS'):.1f} peak_mb={status_mb('VmHWM'):.1f}"
 
 
 async def phase(mode: str, state_file: Path, port: int) -> None:
@@ -54,13 +60,13 @@ async def phase(mode: str, state_file: Path, port: int) -> None:
                     chain = Chain(((n * 0x9E3779B97F4A7C15) & 0xFFFF_FFFF_FFFF_FFFF,), (1000,))
                     pharos.prefix.record(chain, target.target_id, target.generation, float(n))
                 gc.collect()
-                print(f"mem pharos-full rss_mb={rss_mb():.1f} entries={len(pharos.prefix)}")
+                print(f"mem pharos-full {rss_mb()} entries={len(pharos.prefix)}")
                 await save_state_file(pharos, state_file)
                 mode = "full-after-save"
             else:
                 await restore_state_file(pharos, state_file)
             gc.collect()
-            print(f"mem pharos-{mode} rss_mb={rss_mb():.1f} entries={len(pharos.prefix)}")
+            print(f"mem pharos-{mode} {rss_mb()} entries={len(pharos.prefix)}")
         finally:
             await pharos.stop()
 

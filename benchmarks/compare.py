@@ -8,7 +8,8 @@ taken in turn request by request so they share the machine's noise. c=32: comple
 requests per second over a fixed time, each proxy twice in alternating order, the better
 of the two kept, for each fixed workload (WORKLOADS: output tokens per stream, fake slots).
 Prints `bench compare-...` lines with the ratios against the bare pass-through and LiteLLM,
-Pharos's own event-loop lag read from its /metrics (its own process), and issue 13's table.
+the proxies' own event-loop lag read from their /metrics (Pharos, and the bare one as the
+control), each proxy's CPU per request, and issue 13's table.
 
 Run: make bench-compare (installs LiteLLM 1.110.2 into ~/.cache/pharos/bench first), or
      .venv/bin/python benchmarks/compare.py [--litellm PATH] [--requests N] [--seconds S]
@@ -37,6 +38,7 @@ import aiohttp
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from bench_proxy import MODEL, chat_body  # noqa: E402
+from rawhttp import Client, request_bytes  # noqa: E402
 
 BENCH_KEY = "sk-" + "5e1f" * 16
 """LiteLLM refuses to start without a master key; Pharos (no keys configured) and the bare
@@ -114,6 +116,10 @@ class Proxy:
             stdin=subprocess.DEVNULL,
         )
 
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
@@ -139,64 +145,145 @@ async def wait_ready(proxy: Proxy, timeout_s: float) -> None:
     raise SystemExit(f"{proxy.name} was not ready after {timeout_s:.0f}s")
 
 
-async def one_request(
-    session: aiohttp.ClientSession, url: str, body: bytes, headers: dict[str, str]
-) -> float:
-    """Seconds to the first body byte; the whole reply is read."""
-    started = time.perf_counter()
-    async with session.post(url, data=body, headers=headers) as response:
-        await response.content.readany()
-        ttft_s = time.perf_counter() - started
-        await response.read()
-        if response.status != 200:
-            raise SystemExit(f"{url} answered {response.status}")
-    return ttft_s
-
-
 HEADERS = {"Content-Type": "application/json", "Authorization": f"Bearer {BENCH_KEY}"}
+CHAT_PATH = "/v1/chat/completions"
+
+
+def host_port(base: str) -> tuple[str, int]:
+    host, _, port = base.removeprefix("http://").partition(":")
+    return host, int(port)
+
+
+def requests_for(proxy: Proxy, bodies: Sequence[bytes]) -> list[bytes]:
+    """Each body as the whole request the client writes, encoded once."""
+    host, port = host_port(proxy.base)
+    return [request_bytes(f"{host}:{port}", CHAT_PATH, body, HEADERS) for body in bodies]
+
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_s(pid: int) -> float:
+    """utime + stime of `pid` and every process under it (/proc/PID/stat), in seconds."""
+    children: dict[int, list[int]] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        child = int(entry)
+        children.setdefault(int(fields[1]), []).append(child)  # fields[1]: ppid
+        times[child] = (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime, stime
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        total += times.get(current, 0.0)
+        todo.extend(children.get(current, ()))
+    return total
+
+
+def own_cpu_s() -> float:
+    t = os.times()
+    return t.user + t.system
+
+
+@dataclass
+class Phase:
+    """One proxy's c=N run: what it completed, and the CPU each process spent on it."""
+
+    requests: int = 0
+    elapsed_s: float = 0.0
+    proxy_cpu_s: float = 0.0
+    fake_cpu_s: float = 0.0
+    client_cpu_s: float = 0.0
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.elapsed_s if self.elapsed_s else 0.0
+
+    @property
+    def cpu_ms_per_request(self) -> float:
+        return self.proxy_cpu_s * 1e3 / self.requests if self.requests else 0.0
+
+    def busy(self, cpu_s: float) -> float:
+        """Share of one core over the phase."""
+        return cpu_s / self.elapsed_s if self.elapsed_s else 0.0
+
+
+class CpuMeter:
+    """CPU of the proxy, the fake engine and this client between start() and stop()."""
+
+    def __init__(self, proxy_pid: int, fake_pid: int) -> None:
+        self._pids = (proxy_pid, fake_pid)
+        self._start = (0.0, 0.0, 0.0, 0.0)
+
+    def start(self) -> None:
+        proxy, fake = self._pids
+        self._start = (time.perf_counter(), process_cpu_s(proxy), process_cpu_s(fake), own_cpu_s())
+
+    def stop(self, requests: int) -> Phase:
+        proxy, fake = self._pids
+        t0, p0, f0, c0 = self._start
+        return Phase(
+            requests,
+            time.perf_counter() - t0,
+            process_cpu_s(proxy) - p0,
+            process_cpu_s(fake) - f0,
+            own_cpu_s() - c0,
+        )
 
 
 async def ttft_interleaved(
     proxies: Sequence[Proxy], bodies: Sequence[bytes], requests: int, warmup: int
 ) -> dict[str, list[float]]:
     samples: dict[str, list[float]] = {p.name: [] for p in proxies}
-    connector = aiohttp.TCPConnector(limit=len(proxies) * 2)
-    async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
+    raw = {p.name: requests_for(p, bodies) for p in proxies}
+    clients = {p.name: Client(*host_port(p.base)) for p in proxies}
+    try:
         for i in range(warmup + requests):
-            body = bodies[i % len(bodies)]
             for proxy in proxies:
-                ttft_s = await one_request(
-                    session, proxy.base + "/v1/chat/completions", body, HEADERS
-                )
+                reply = await clients[proxy.name].send(raw[proxy.name][i % len(bodies)])
                 if i >= warmup:
-                    samples[proxy.name].append(ttft_s)
+                    samples[proxy.name].append(reply.ttft_s)
+    finally:
+        for client in clients.values():
+            client.close()
     return samples
 
 
 async def throughput(
-    proxy: Proxy, bodies: Sequence[bytes], concurrency: int, seconds: float
-) -> float:
-    """Completed requests per second with `concurrency` clients in a closed loop."""
-    url = proxy.base + "/v1/chat/completions"
+    proxy: Proxy, bodies: Sequence[bytes], concurrency: int, seconds: float, meter: CpuMeter
+) -> Phase:
+    """Completed requests per second with `concurrency` clients in a closed loop, and the CPU
+    each process spent meanwhile."""
+    raw = requests_for(proxy, bodies)
+    clients = [Client(*host_port(proxy.base)) for _ in range(concurrency)]
     done = 0
-    connector = aiohttp.TCPConnector(limit=concurrency)
-    async with aiohttp.ClientSession(connector=connector, auto_decompress=False) as session:
-        for i in range(concurrency):  # warm every connection
-            await one_request(session, url, bodies[i % len(bodies)], HEADERS)
+    try:
+        # every connection warmed at once: one after another, the first sat idle past
+        # uvicorn's 5 s keep-alive while LiteLLM answered the other 31
+        await asyncio.gather(*(c.send(raw[i % len(raw)]) for i, c in enumerate(clients)))
+        meter.start()
         stop_at = time.perf_counter() + seconds
 
-        async def client(n: int) -> None:
+        async def run_client(n: int) -> None:
             nonlocal done
             i = n
+            client = clients[n]
             while time.perf_counter() < stop_at:
-                await one_request(session, url, bodies[i % len(bodies)], HEADERS)
+                await client.send(raw[i % len(raw)])
                 done += 1
                 i += concurrency
 
-        started = time.perf_counter()
-        await asyncio.gather(*(client(n) for n in range(concurrency)))
-        elapsed = time.perf_counter() - started
-    return done / elapsed
+        await asyncio.gather(*(run_client(n) for n in range(concurrency)))
+        return meter.stop(done)
+    finally:
+        for client in clients:
+            client.close()
 
 
 def pct_ms(samples: Sequence[float]) -> tuple[float, float]:
@@ -204,20 +291,19 @@ def pct_ms(samples: Sequence[float]) -> tuple[float, float]:
     return statistics.median(samples) * 1e3, cuts[98] * 1e3
 
 
+@dataclass(frozen=True)
+class Fake:
+    url: str
+    pid: int
+
+
 @contextlib.contextmanager
-def fake_engine(core: str) -> Iterator[str]:
+def fake_engine(core: str) -> Iterator[Fake]:
+    """rawhttp's pre-encoded fake vLLM in its own process: aiohttp's FakeVLLM cost more CPU per
+    request than the proxies it was measuring."""
+    tokens = ",".join(str(w.output_tokens) for w in WORKLOADS)
     fake = subprocess.Popen(
-        pinned(
-            core,
-            [
-                sys.executable,
-                str(HERE / "bench_proxy.py"),
-                "--fake",
-                "--fake-slots",
-                str(SLOTS),
-                "--fake-run-to-max",
-            ],
-        ),
+        pinned(core, [sys.executable, str(HERE / "rawhttp.py"), "--tokens", tokens]),
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
@@ -227,7 +313,7 @@ def fake_engine(core: str) -> Iterator[str]:
         url = fake.stdout.readline().strip()
         if not url.startswith("http://"):
             raise SystemExit("the fake engine did not start")
-        yield url
+        yield Fake(url, fake.pid)
     finally:
         if fake.stdin is not None:
             fake.stdin.close()
@@ -293,12 +379,14 @@ def proxies_for(engine: str, workdir: Path, litellm: Path | None) -> list[Proxy]
 
 
 LAG_METRIC = "pharos_event_loop_lag_seconds"
+LAG_SAMPLED = ("pharos", "bare")
+"""Both sample their loop with obs/looplag.py: the bare pass-through's lag is the control."""
 STALL_LE = "0.001"
 
 
 async def loop_lag_buckets(proxy: Proxy) -> dict[str, float]:
-    """Pharos's own pharos_event_loop_lag_seconds buckets (le -> cumulative count), read from
-    its /metrics: the lag of the proxy's process alone, not of this client."""
+    """The proxy's own pharos_event_loop_lag_seconds buckets (le -> cumulative count), read
+    from its /metrics: the lag of the proxy's process alone, not of this client."""
     async with (
         aiohttp.ClientSession() as session,
         session.get(proxy.base + "/metrics", headers=HEADERS) as response,
@@ -313,7 +401,7 @@ async def loop_lag_buckets(proxy: Proxy) -> dict[str, float]:
     return buckets
 
 
-def lag_line(phase: str, before: dict[str, float], after: dict[str, float]) -> str:
+def lag_line(name: str, phase: str, before: dict[str, float], after: dict[str, float]) -> str:
     """Samples, samples over 1 ms, and the bucket bound the worst sample stayed under."""
     delta = {le: after[le] - before.get(le, 0.0) for le in after}
     samples = delta.get("+Inf", 0.0)
@@ -322,7 +410,7 @@ def lag_line(phase: str, before: dict[str, float], after: dict[str, float]) -> s
     worst = next((le for le in bounds if delta[le] >= samples), "+Inf")
     worst_ms = "inf" if worst == "+Inf" else f"{float(worst) * 1e3:g}"
     return (
-        f"bench compare-pharos-loop-lag-{phase} samples={samples:.0f} "
+        f"bench compare-{name}-loop-lag-{phase} samples={samples:.0f} "
         f"over_1ms={over:.0f} worst_under_ms={worst_ms}"
     )
 
@@ -340,9 +428,9 @@ async def run(args: argparse.Namespace) -> None:
     litellm = Path(args.litellm) if args.litellm else None
     with (
         tempfile.TemporaryDirectory(prefix="pharos-bench-") as tmp,
-        fake_engine(other_cores) as engine,
+        fake_engine(other_cores) as fake,
     ):
-        proxies = proxies_for(engine, Path(tmp), litellm)
+        proxies = proxies_for(fake.url, Path(tmp), litellm)
         print(
             f"# proxy on core {proxy_core}, fake vLLM and client on {other_cores}; "
             f"load average {os.getloadavg()[0]:.2f}",
@@ -354,60 +442,94 @@ async def run(args: argparse.Namespace) -> None:
                 f"{w.output_tokens} output tokens per stream, fake with {w.slots} slots",
                 file=sys.stderr,
             )
-        rps: dict[str, dict[str, float]] = {
-            w.name: {p.name: 0.0 for p in proxies} for w in WORKLOADS
-        }
-        lag_c32: dict[str, float] = {}
+        phases: dict[str, dict[str, Phase]] = {w.name: {} for w in WORKLOADS}
+        lag_c32: dict[str, dict[str, float]] = {}
         try:
             for proxy in proxies:
                 proxy.start(proxy_core, Path(tmp))
             for proxy in proxies:
                 await wait_ready(proxy, args.ready_timeout)
-            pharos = next(p for p in proxies if p.name == "pharos")
+            sampled = [p for p in proxies if p.name in LAG_SAMPLED]
+            meters = {p.name: CpuMeter(p.pid(), fake.pid) for p in proxies}
             # c=1 with every proxy running but idle between its own requests
-            lag_start = await loop_lag_buckets(pharos)
+            lag_start = {p.name: await loop_lag_buckets(p) for p in sampled}
+            for meter in meters.values():
+                meter.start()
             ttft = await ttft_interleaved(proxies, bodies[first.name], args.requests, args.warmup)
-            lag_c1 = await loop_lag_buckets(pharos)
+            c1 = {name: meter.stop(args.requests + args.warmup) for name, meter in meters.items()}
+            lag_c1 = {p.name: await loop_lag_buckets(p) for p in sampled}
             for w in WORKLOADS:
                 for order in (proxies, proxies[::-1]):
                     for proxy in order:
-                        before = await loop_lag_buckets(pharos) if proxy is pharos else {}
+                        before = await loop_lag_buckets(proxy) if proxy in sampled else {}
+                        meter = meters[proxy.name]
                         got = await throughput(
-                            proxy, bodies[w.name], args.concurrency, args.seconds
+                            proxy, bodies[w.name], args.concurrency, args.seconds, meter
                         )
-                        if proxy is pharos:
-                            add(lag_c32, before, await loop_lag_buckets(pharos))
-                        rps[w.name][proxy.name] = max(rps[w.name][proxy.name], got)
+                        if proxy in sampled:
+                            add(
+                                lag_c32.setdefault(proxy.name, {}),
+                                before,
+                                await loop_lag_buckets(proxy),
+                            )
+                        kept = phases[w.name].get(proxy.name)
+                        if kept is None or got.rps > kept.rps:
+                            phases[w.name][proxy.name] = got
         finally:
             for proxy in proxies:
                 proxy.stop()
-    report(ttft, rps, args.concurrency)
-    print(lag_line("c1", lag_start, lag_c1))
-    print(lag_line(f"c{args.concurrency}", {}, lag_c32))
+    report(ttft, c1, phases, args.concurrency)
+    for name in LAG_SAMPLED:
+        print(lag_line(name, "c1", lag_start[name], lag_c1[name]))
+        print(lag_line(name, f"c{args.concurrency}", {}, lag_c32[name]))
 
 
 def report(
-    ttft: dict[str, list[float]], rps: dict[str, dict[str, float]], concurrency: int
+    ttft: dict[str, list[float]],
+    c1_cpu: dict[str, Phase],
+    phases: dict[str, dict[str, Phase]],
+    concurrency: int,
 ) -> None:
-    """`bench` lines on stdout, and issue 13's table (with the ratios) on stderr."""
+    """`bench` lines on stdout, and issue 13's table (with the ratios) on stderr.
+
+    cpu_ms_per_req is the proxy process's own CPU (utime + stime, its children included) over
+    the phase divided by the requests completed: the comparison that needs no workload chosen,
+    as long as the proxy, not the client or the fake, is the limit (proxy_busy near 1 core,
+    load_busy, the fake's and the client's, under 1)."""
     c1 = {name: pct_ms(samples) for name, samples in ttft.items()}
     bare_p50, bare_p99 = c1["bare"]
     for name, (p50, p99) in c1.items():
-        print(f"bench compare-{name} ttft_c1_p50_ms={p50:.2f} ttft_c1_p99_ms={p99:.2f}")
+        print(
+            f"bench compare-{name} ttft_c1_p50_ms={p50:.2f} ttft_c1_p99_ms={p99:.2f} "
+            f"cpu_ms_per_req_c1={c1_cpu[name].cpu_ms_per_request:.3f}"
+        )
         if name != "bare":
             print(
                 f"bench compare-{name}-vs-bare ttft_p50_x={p50 / bare_p50:.2f} "
                 f"ttft_p99_x={p99 / bare_p99:.2f} added_ttft_p50_ms={p50 - bare_p50:.2f}"
             )
-    for workload, by_proxy in rps.items():
-        for name, value in by_proxy.items():
-            x = value / by_proxy["bare"] if by_proxy["bare"] else 0.0
+    for workload, by_proxy in phases.items():
+        bare = by_proxy["bare"]
+        for name, ph in by_proxy.items():
+            x = ph.rps / bare.rps if bare.rps else 0.0
             print(
-                f"bench compare-{name}-{workload} rps_c{concurrency}={value:.0f} vs_bare_x={x:.2f}"
+                f"bench compare-{name}-{workload} rps_c{concurrency}={ph.rps:.0f} "
+                f"vs_bare_x={x:.2f} cpu_ms_per_req={ph.cpu_ms_per_request:.3f} "
+                f"proxy_busy={ph.busy(ph.proxy_cpu_s):.2f} "
+                f"fake_busy={ph.busy(ph.fake_cpu_s):.2f} client_busy={ph.busy(ph.client_cpu_s):.2f}"
             )
-        if by_proxy.get("litellm"):
-            x = by_proxy["pharos"] / by_proxy["litellm"]
-            print(f"bench compare-pharos-vs-litellm-{workload} rps_x={x:.1f}")
+        lite = by_proxy.get("litellm")
+        if lite is not None and lite.rps:
+            pharos = by_proxy["pharos"]
+            cpu_x = (
+                lite.cpu_ms_per_request / pharos.cpu_ms_per_request
+                if pharos.cpu_ms_per_request
+                else 0.0
+            )
+            print(
+                f"bench compare-pharos-vs-litellm-{workload} rps_x={pharos.rps / lite.rps:.1f} "
+                f"cpu_per_req_x={cpu_x:.1f}"
+            )
     names = list(c1)
     table = [
         "| | " + " | ".join(names) + " |",
@@ -421,16 +543,26 @@ def report(
         + " | ".join(f"{c1[n][0] / bare_p50:.2f}× / {c1[n][1] / bare_p99:.2f}×" for n in names)
         + " |",
     ]
-    for workload, by_proxy in rps.items():
+    for workload, by_proxy in phases.items():
+        bare_rps = by_proxy["bare"].rps
         cells = []
         for n in names:
-            cell = f"{by_proxy[n]:.0f}"
-            if n != "bare" and by_proxy["bare"]:
-                cell += f" ({by_proxy[n] / by_proxy['bare']:.2f}× bare)"
-            if n == "litellm" and by_proxy[n]:
-                cell += f", Pharos {by_proxy['pharos'] / by_proxy[n]:.1f}×"
+            ph = by_proxy[n]
+            cell = f"{ph.rps:.0f}"
+            if n != "bare" and bare_rps:
+                cell += f" ({ph.rps / bare_rps:.2f}× bare)"
+            if n == "litellm" and ph.rps:
+                cell += f", Pharos {by_proxy['pharos'].rps / ph.rps:.1f}×"
             cells.append(cell)
         table.append(f"| req/s c={concurrency} ({workload}) | " + " | ".join(cells) + " |")
+        table.append(
+            f"| CPU ms/request, proxy busy ({workload}) | "
+            + " | ".join(
+                f"{ph.cpu_ms_per_request:.3f}, {ph.busy(ph.proxy_cpu_s):.2f} core"
+                for ph in (by_proxy[n] for n in names)
+            )
+            + " |"
+        )
     print("\n".join(table), file=sys.stderr)
 
 
@@ -446,6 +578,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.smoke or os.environ.get("PHAROS_BENCH_SMOKE") == "1":
         args.requests, args.warmup, args.seconds, args.concurrency = 20, 2, 0.5, 4
+    with contextlib.suppress(ImportError):
+        import uvloop  # the client's own CPU per request, as low as asyncio goes
+
+        asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
     asyncio.run(run(args))
     return 0
 

@@ -1,6 +1,10 @@
 """The bare aiohttp pass-through Pharos is measured against (compare.py): forward the POST,
 stream the reply back chunk by chunk, nothing else. The floor any Python proxy sits on.
 
+It samples its own event-loop lag with Pharos's sampler (obs/looplag.py) and serves it on
+/metrics: the control for Pharos's lag, since a stall both show is the machine's (another
+process on the core), not Pharos's.
+
 Run: .venv/bin/python benchmarks/passthrough.py --port N http://upstream
 """
 
@@ -11,6 +15,9 @@ import contextlib
 
 import aiohttp
 from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+
+from pharos.obs.looplag import LoopLag
 
 _DROP = frozenset({"host", "content-length", "transfer-encoding", "connection", "authorization"})
 
@@ -18,10 +25,18 @@ _DROP = frozenset({"host", "content-length", "transfer-encoding", "connection", 
 def app_for(upstream: str) -> web.Application:
     app = web.Application(client_max_size=8 * 1024 * 1024)
 
+    registry = CollectorRegistry()
+    lag = LoopLag(registry)
+
     async def session_ctx(app: web.Application):  # type: ignore[no-untyped-def]
         app["session"] = aiohttp.ClientSession(auto_decompress=False)
+        lag.start()
         yield
+        await lag.stop()
         await app["session"].close()
+
+    async def metrics(_request: web.Request) -> web.Response:
+        return web.Response(body=generate_latest(registry), content_type="text/plain")
 
     async def healthz(_request: web.Request) -> web.Response:
         return web.Response(text="ok")
@@ -43,6 +58,7 @@ def app_for(upstream: str) -> web.Application:
 
     app.cleanup_ctx.append(session_ctx)
     app.router.add_get("/healthz", healthz)
+    app.router.add_get("/metrics", metrics)
     app.router.add_post("/{tail:.*}", forward)
     return app
 

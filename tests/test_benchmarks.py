@@ -35,6 +35,8 @@ EXPECTED = [
             "compare-pharos-chat-32k-256tok",
             "compare-pharos-loop-lag-c1",
             "compare-pharos-loop-lag-c4",  # smoke runs c=4
+            "compare-bare-loop-lag-c1",
+            "compare-bare-loop-lag-c4",
         ],
     ),
 ]
@@ -87,6 +89,123 @@ LAG_CASES = [
 def test_the_loop_lag_line_counts_only_samples_between_its_two_reads(
     before: dict[str, float], after: dict[str, float], figures: str
 ) -> None:
-    line = _compare_module().lag_line("c1", before, after)
+    line = _compare_module().lag_line("pharos", "c1", before, after)
     assert line == f"bench compare-pharos-loop-lag-c1 {figures}"
     assert LINE.match(line)
+
+
+def _rawhttp_module() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_rawhttp", BENCHMARKS / "rawhttp.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_HEAD_CHUNKED = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+_HEAD_LENGTH = b"HTTP/1.1 404 Not Found\r\nContent-Length: 4\r\n\r\n"
+
+# pieces as they arrive                                       | piece with first body byte, last
+REPLY_END_CASES = [
+    ([_HEAD_LENGTH + b"nope"], 0, 0),
+    ([_HEAD_LENGTH, b"no", b"pe"], 1, 2),
+    ([_HEAD_CHUNKED + b"3\r\nabc\r\n0\r\n\r\n"], 0, 0),
+    ([_HEAD_CHUNKED[:10], _HEAD_CHUNKED[10:], b"3\r\nabc\r\n", b"0\r\n\r\n"], 2, 3),
+    ([_HEAD_CHUNKED, b"3\r\nabc\r\n0\r", b"\n\r\n"], 1, 2),  # the last chunk split
+    ([_HEAD_CHUNKED, b"0\r\n\r\n"], 1, 1),  # an empty body
+    ([_HEAD_CHUNKED, b"5\r\n0\r\n\r\n\r\n", b"0\r\n\r\n"], 1, 2),  # looks like an end, is data
+]
+
+
+@pytest.mark.parametrize(("pieces", "first_at", "done_at"), REPLY_END_CASES)
+def test_the_raw_client_finds_the_first_body_byte_and_the_end_of_a_reply(
+    pieces: list[bytes], first_at: int, done_at: int
+) -> None:
+    end = _rawhttp_module().ReplyEnd()
+    seen = [end.feed(piece) for piece in pieces]
+    assert [i for i, (first, _) in enumerate(seen) if first] == [first_at]
+    assert [i for i, (_, done) in enumerate(seen) if done] == [done_at]
+
+
+# usage asked | events: role chunk, 10 tokens, finish, (usage,) [DONE]
+FAST_FAKE_CASES = [(False, 13), (True, 14)]
+
+
+@pytest.mark.parametrize(("usage", "events"), FAST_FAKE_CASES)
+async def test_the_fast_fake_streams_what_fakevllm_recorded_and_the_raw_client_reads_it(
+    usage: bool, events: int
+) -> None:
+    import asyncio
+
+    import aiohttp
+
+    raw = _rawhttp_module()
+    replies = await raw.record_replies([10])
+    server = await asyncio.get_running_loop().create_server(
+        lambda: raw.FakeServer(replies), "127.0.0.1", 0
+    )
+    port = server.sockets[0].getsockname()[1]
+    body = raw.chat_body(3, 10)
+    if usage:
+        body = b'{"stream_options": {"include_usage": true}, ' + body[1:]
+    try:
+        async with (
+            aiohttp.ClientSession() as session,
+            session.post(f"http://127.0.0.1:{port}/v1/chat/completions", data=body) as response,
+        ):
+            sse = await response.read()
+        assert response.status == 200
+        lines = [line for line in sse.split(b"\n\n") if line]
+        assert len(lines) == events and lines[-1] == b"data: [DONE]"
+        assert (b'"choices":[]' in lines[-2]) is usage  # vLLM's usage-only chunk
+        client = raw.Client("127.0.0.1", port)
+        request = raw.request_bytes(f"127.0.0.1:{port}", "/v1/chat/completions", body, {})
+        first, second = await client.send(request), await client.send(request)  # keep-alive
+        client.close()
+        assert first.status == 200 and first.body_bytes == second.body_bytes > len(sse)
+        assert first.ttft_s > 0
+    finally:
+        server.close()
+
+
+async def test_the_raw_client_sends_once_more_when_an_idle_connection_was_just_closed() -> None:
+    """A keep-alive connection the server closes before a byte of the reply (uvicorn's 5 s
+    idle timeout hit a bench-compare run) is retried once on a new one; a reply cut after its
+    first byte is an error."""
+    import asyncio
+
+    raw = _rawhttp_module()
+    answered: list[bool] = []
+    cut_mid_reply = False
+
+    class Server(asyncio.Protocol):
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.transport = transport
+
+        def data_received(self, _data: bytes) -> None:
+            transport = self.transport
+            assert isinstance(transport, asyncio.Transport)
+            if not answered:  # the first request: closed unanswered
+                answered.append(False)
+                transport.close()
+            elif cut_mid_reply:
+                transport.write(_HEAD_CHUNKED + b"3\r\nab")
+                transport.close()
+            else:
+                answered.append(True)
+                transport.write(_HEAD_CHUNKED + b"0\r\n\r\n")
+
+    server = await asyncio.get_running_loop().create_server(Server, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    client = raw.Client("127.0.0.1", port)
+    request = raw.request_bytes(f"127.0.0.1:{port}", "/", b"{}", {})
+    try:
+        reply = await client.send(request)
+        assert reply.status == 200 and answered == [False, True]
+        cut_mid_reply = True
+        with pytest.raises(ConnectionError, match="mid-reply"):
+            await client.send(request)
+    finally:
+        client.close()
+        server.close()

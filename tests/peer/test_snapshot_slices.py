@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from pathlib import Path
 from typing import cast
 from zoneinfo import ZoneInfo
@@ -168,3 +169,53 @@ async def test_a_peer_hanging_up_mid_snapshot_logs_no_error_and_the_listener_goe
         ):
             assert reply.status == 200 and len(await reply.read()) > 100_000
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
+
+
+async def test_the_state_file_written_slice_by_slice_is_the_snapshot_one_encode_makes(
+    tmp_path: Path,
+) -> None:
+    """save_state_file writes each slice as it is encoded (peer/statefile.StreamedStateFile)
+    and the head last: the file must still be build_snapshot's bytes, with no temp file left."""
+    shared = sharded()
+    path = tmp_path / "pharos.state"
+    assert await save_state_file(shared, path)
+    assert path.read_bytes() == b"".join(bytes(part) for part in await build_snapshot(shared))
+    assert os.listdir(tmp_path) == ["pharos.state"]
+    saved = read_state_file(path)
+    expected = shared.prefix.export(shared.state.key_of, shared.state.generation_of)
+    assert saved is not None and len(saved.prefix_slices) > 1 and prefix_of(saved) == expected
+
+
+async def test_a_state_file_write_that_fails_leaves_the_old_file_and_no_temp_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    shared = sharded()
+    path = tmp_path / "pharos.state"
+    path.write_bytes(b"old")
+
+    def no_space(_fd: int) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", no_space)
+    assert not await save_state_file(shared, path)
+    assert path.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["pharos.state"]
+
+
+async def test_a_state_file_write_cancelled_midway_leaves_the_old_file_and_no_temp_file(
+    tmp_path: Path,
+) -> None:
+    """Shutdown may cancel the periodic write between two slices (each written in a thread)."""
+    shared = sharded()
+    path = tmp_path / "pharos.state"
+    path.write_bytes(b"old")
+    save = asyncio.create_task(save_state_file(shared, path))
+    for _ in range(3):  # into the slices: the index has 3,000 entries in 32 shards
+        await asyncio.sleep(0)
+    assert not save.done()
+    save.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await save
+    await asyncio.get_running_loop().shutdown_default_executor()  # a write in flight ends
+    assert path.read_bytes() == b"old"
+    assert os.listdir(tmp_path) == ["pharos.state"]

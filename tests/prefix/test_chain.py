@@ -253,3 +253,29 @@ def test_well_known_and_odd_roles_hash_the_same_as_before() -> None:
     b = chain_for_chat("m", None, [("user", "hi"), ("assistant", "yo"), ("weird", "x")])
     c = chain_for_chat("m", None, [("user", "hi"), ("assistant", "yo"), ("weirder", "x")])
     assert a == b and a.hashes[:2] == c.hashes[:2] and a.hashes[2] != c.hashes[2]
+
+
+# Every content shape chain_for_chat takes, each role path (cached, odd), as the chain's fast
+# loop and its slow path see them; values computed from the implementation before the loop
+# was tightened (issue 13): a speed-up must not move one of them.
+PINNED_MIXED_MESSAGES: list[tuple[str, object]] = [
+    ("system", "Be brief."),
+    ("user", "caf\u00e9 \u8bf7 \U0001f600"),  # non-ASCII text
+    ("assistant", None),  # no content
+    ("tool", ""),
+    ("developer", msgspec.Raw(b'"raw \\n escaped"')),  # a raw JSON string with an escape
+    ("user", msgspec.Raw(b'"plain raw"')),  # ... and without one
+    ("odd-role", [{"type": "text", "text": "part"}]),  # decoded parts, a role not cached
+    ("function", "\ud800 lone"),  # a lone surrogate
+]
+PINNED_MIXED = (
+    (0x46ABA96EF6FDDA18, 0x90F9FA49FF517568, 0xBE1DDCFA5E2A80BA, 0x5AA6C4C1CB8243D0),
+    (0xC082AA650629E2F3, 0x36FF77613B530EDA, 0xE9D223E64BA23B09, 0x959232A3A611544D),
+)
+PINNED_MIXED_CUM_BYTES = (9, 23, 23, 23, 36, 45, 49, 57)
+
+
+def test_every_content_shape_keeps_its_pinned_hash() -> None:
+    chain = chain_for_chat("m", None, PINNED_MIXED_MESSAGES)
+    assert chain.hashes == PINNED_MIXED[0] + PINNED_MIXED[1]
+    assert chain.cum_bytes == PINNED_MIXED_CUM_BYTES

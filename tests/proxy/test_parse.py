@@ -87,3 +87,23 @@ def test_other_stream_options_are_kept() -> None:
     parsed = parse_request(body, route="chat")
     asked = json.loads(ask_for_usage(body, has_stream_options=parsed.has_stream_options))
     assert asked["stream_options"] == {"continuous_usage_stats": True, "include_usage": True}
+
+
+# The chain of a parsed body: escapes decoded, parts raw, a missing content; computed before
+# the chain loop was tightened (issue 13). Peers and state files carry these hashes.
+def test_a_parsed_body_keeps_its_pinned_chain() -> None:
+    body = (
+        b'{"model":"m","messages":[{"role":"system","content":"S\\u00e9"},'
+        b'{"role":"user","content":"q\\nx"},'
+        b'{"role":"assistant","content":[{"type":"text","text":"t"}]},{"role":"user"}],'
+        b'"stream":true}'
+    )
+    chain = parse_request(body, route="chat").chain
+    assert chain is not None
+    assert chain.hashes == (
+        0xEC5DF4990B73DFD0,
+        0x20A3EC2C2986835E,
+        0xE180F0F111920646,
+        0x2FA1CB95AFFC321A,
+    )
+    assert chain.cum_bytes == (3, 6, 7, 7)

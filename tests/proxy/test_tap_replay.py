@@ -155,3 +155,30 @@ def test_crlf_events_strip_their_blank_line() -> None:
     tap = StreamTap(strip_usage_chunk=True)
     out = tap.feed(stream) + tap.finish()[0]
     assert out == b'data: {"choices":[{"delta":{"content":"a"}}]}\r\n\r\ndata: [DONE]\r\n\r\n'
+
+
+_TOKEN = b'data: {"choices":[{"delta":{"content":"a"}}]}\n\n'
+_USAGE = b'data: {"choices":[],"usage":{"prompt_tokens":4,"completion_tokens":1}}\n\n'
+_DONE = b"data: [DONE]\n\n"
+
+# one engine read                        | stripped, what the client gets     | usage seen
+MANY_EVENTS_IN_ONE_READ = [
+    (_TOKEN * 12 + _USAGE + _DONE, _TOKEN * 12 + _DONE, True),  # vLLM's last read at c=32
+    (_USAGE + _TOKEN * 3, _TOKEN * 3, True),  # the usage line first
+    (_TOKEN * 3 + _USAGE, _TOKEN * 3, True),  # ... and last
+    (_TOKEN * 5, _TOKEN * 5, False),
+    (b'data: {"usage":null}\n\n' + _TOKEN, b'data: {"usage":null}\n\n' + _TOKEN, False),
+]
+
+
+@pytest.mark.parametrize(("read", "stripped", "has_usage"), MANY_EVENTS_IN_ONE_READ)
+def test_a_read_of_many_events_loses_only_the_usage_event(
+    read: bytes, stripped: bytes, has_usage: bool
+) -> None:
+    usage = Usage(4, None, 1, None, None) if has_usage else None
+    tap = StreamTap(strip_usage_chunk=True)
+    assert tap.feed(read) + tap.finish()[0] == stripped
+    assert tap.usage == usage
+    passing = StreamTap()
+    assert passing.feed(read) == read
+    assert passing.finish() == (b"", usage)

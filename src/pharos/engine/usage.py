@@ -88,6 +88,17 @@ def may_carry_usage(line: bytes) -> bool:
     return any(marker in line for marker in _MARKERS)
 
 
+def first_usage_marker(data: bytes) -> int:
+    """Where the first of may_carry_usage's names starts in `data`, -1 if none does: every
+    line before it can carry no usage (the stream tap passes them on without a look)."""
+    found = -1
+    for marker in _MARKERS:
+        at = data.find(marker)
+        if at >= 0 and (found < 0 or at < found):
+            found = at
+    return found
+
+
 def decode_line(line: bytes) -> dict[str, Any] | None:
     """The JSON object of one SSE `data:` line, NDJSON line or JSON body; None if it is none."""
     body = line.strip()

@@ -17,14 +17,16 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pharos.peer.statefile import StateFileError, read_state_file_async, write_state_parts_async
+from pharos.peer.statefile import StateFileError, StreamedStateFile, read_state_file_async
 from pharos.peer.wire import (
     SLICE_ENTRIES,
     Buffer,
     Snapshot,
     encode_entries,
     entry_slices,
+    snapshot_head,
     snapshot_parts,
+    snapshot_tail,
 )
 from pharos.prefix import PrefixEntry, PrefixIndex
 from pharos.sched import Scheduler
@@ -173,13 +175,44 @@ async def restore_state_file(shared: Shared, path: Path) -> bool:
 
 
 async def save_state_file(shared: Shared, path: Path) -> bool:
-    """Snapshot (in slices, on the loop) and write it in a thread; an error is only logged."""
+    """Snapshot (in slices, on the loop) and write it in a thread, each slice as soon as it is
+    encoded: build_snapshot's bytes, never all held at once. An error is only logged."""
+    out = StreamedStateFile(path)
     try:
-        await write_state_parts_async(path, await build_snapshot(shared))
+        with collector_paused():
+            await _save(shared, out)
     except OSError as err:
         log.error("could not write the state file %s: %s", path, err)
         return False
+    finally:
+        out.close()
     return True
+
+
+async def _save(shared: Shared, out: StreamedStateFile) -> None:
+    """_build's steps, the same instant (cells, stats and the first batch in one step)."""
+    cells = shared.usage.export_snapshot()
+    stats = shared.state.export_stats()
+    batches = shared.prefix.export_batches(
+        shared.state.key_of, shared.state.generation_of, batch_entries=SLICE_ENTRIES
+    )
+    try:
+        for batch in batches:
+            if batch:
+                raw = encode_entries(batch)
+                del batch
+                gc.collect(0)
+                await out.add_slice(raw)  # the write is the step's yield
+            else:
+                await _yield()
+    finally:
+        batches.close()
+    tail: list[Buffer] = []
+    for part in snapshot_tail(cells, stats):
+        tail.append(part)
+        if len(tail) % PARTS_PER_STEP == 0:
+            await _yield()
+    await out.finish(snapshot_head(out.slice_count), tail)
 
 
 async def write_state_periodically(

@@ -107,7 +107,16 @@ def snapshot_parts(
 ) -> Iterator[Buffer]:
     """`encode(Snapshot(prefix_slices=slices, cells=cells, stats=stats))`, byte for byte, in
     parts: a fixed header, each slice with its bin header, cells CELLS_PER_PART at a time."""
-    yield b"".join(
+    yield snapshot_head(len(slices))
+    for raw in slices:
+        yield slice_head(raw)
+        yield raw
+    yield from snapshot_tail(cells, stats)
+
+
+def snapshot_head(slice_count: int) -> bytes:
+    """snapshot_parts' first part: what comes before the first slice."""
+    return b"".join(
         (
             b"\x85",  # a map of Snapshot's five fields, in declaration order
             _ENCODER.encode("proto"),
@@ -115,12 +124,18 @@ def snapshot_parts(
             _ENCODER.encode("prefix"),
             _ENCODER.encode([]),
             _ENCODER.encode("prefix_slices"),
-            _array_header(len(slices)),
+            _array_header(slice_count),
         )
     )
-    for raw in slices:
-        yield _bin_header(len(raw))
-        yield raw
+
+
+def slice_head(raw: Buffer) -> bytes:
+    """The bin header one slice is written after."""
+    return _bin_header(len(memoryview(raw)))
+
+
+def snapshot_tail(cells: Sequence[Cell], stats: Sequence[StatRecord]) -> Iterator[Buffer]:
+    """snapshot_parts' parts after the last slice: the cells, then the stats."""
     yield _ENCODER.encode("cells") + _array_header(len(cells))
     for start in range(0, len(cells), CELLS_PER_PART):
         yield b"".join(_ENCODER.encode(cell) for cell in cells[start : start + CELLS_PER_PART])

