@@ -23,7 +23,7 @@ NEEDS_SHAREGPT = pytest.mark.skipif(
 
 
 def needs_data(scenario: str) -> list[pytest.MarkDecorator]:
-    return [NEEDS_SHAREGPT] if SCENARIOS[scenario].source == "sharegpt" else []
+    return [NEEDS_SHAREGPT] if SCENARIOS[scenario].uses_sharegpt else []
 
 
 DURATION_S = 300.0
