@@ -16,6 +16,11 @@ from pharos.sched.types import Feedback
 MIN_UNCACHED_TOKENS = 256
 """Below this a prefill time measures fixed overhead (llama.cpp: 20-100 ms for 1 token)."""
 
+MIN_WRONG_TOKENS = 32
+"""A prediction that missed by fewer tokens is not judged wrong: a 7-token claim (a shared
+system prompt, 14 tokens in SmolLM2's template) missed when llama.cpp took an empty slot, and
+its correction forgot the new conversation's whole chain (diagnostic run, equal fleet)."""
+
 MIN_LOAD_S = 0.010
 """An engine-reported load under 10 ms loaded nothing: residency was a scrape behind."""
 
@@ -126,12 +131,14 @@ def predicted_tokens(matched_bytes: int | None) -> int | None:
 
 
 def is_wrong_prediction(predicted: int | None, cached_tokens: int | None) -> bool:
-    """Judged wrong when the engine cached under half the predicted tokens (spec §6)."""
+    """Judged wrong when the engine cached under half the predicted tokens (spec §6), and
+    at least MIN_WRONG_TOKENS fewer."""
     return (
         predicted is not None
         and predicted > 0
         and cached_tokens is not None
         and cached_tokens * 2 < predicted
+        and predicted - cached_tokens >= MIN_WRONG_TOKENS
     )
 
 

@@ -30,7 +30,7 @@ from pharos.sched.learning import (
     samples_from,
 )
 from pharos.sched.lease import Lease
-from pharos.sched.replies import with_reply_credited
+from pharos.sched.replies import with_reply_credited, without_reply_credit
 from pharos.sched.types import (
     Feedback,
     NeverFits,
@@ -380,9 +380,10 @@ class Scheduler:
             return
         judged_tokens = lease.predicted_tokens
         if lease.predicted is not None:  # tools counted or not, per target (prefix/tools.py)
+            recorded_bytes = without_reply_credit(lease.predicted.matched_bytes, chain)
             judged_tokens = predicted_tokens(
                 self._prefix.observe_cached(
-                    chain, target_id, lease.predicted.matched_bytes, feedback.cached_tokens
+                    chain, target_id, recorded_bytes, feedback.cached_tokens
                 )
             )
         action = prefix_action(feedback, judged_tokens)
