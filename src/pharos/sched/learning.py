@@ -105,6 +105,23 @@ def _service_sample(feedback: Feedback, effective: Dispatch) -> float | None:
     return duration_s - loaded_by_s
 
 
+def engine_queued_sample(feedback: Feedback, dispatch: Dispatch) -> float | None:
+    """How long a warm reply waited inside the engine before its prefill: TTFT from dispatch
+    minus the engine's own prefill time. Pharos's occupancy can't see a client that bypasses
+    it once that client's requests only wait (Running can't exceed the slots), so a slot
+    Pharos counts free may still queue there; None without both times or on a cold dispatch."""
+    if not feedback.succeeded or dispatch is not Dispatch.WARM:
+        return None
+    ttft_s, prefill_s = feedback.ttft_s, feedback.engine_prefill_s
+    if (
+        ttft_s is None
+        or prefill_s is None
+        or (feedback.engine_load_s is not None and (feedback.engine_load_s >= MIN_LOAD_S))
+    ):
+        return None
+    return max(0.0, ttft_s - prefill_s)
+
+
 def load_outcome(dispatch: Dispatch, feedback: Feedback, *, control: bool) -> str | None:
     """The `load` decision stage (spec §13): cold_start, unexpected_load, control, or None."""
     if control:
