@@ -43,6 +43,8 @@ class TurnResult:
     error: str = ""
     bypassed: bool = False  # the bypassing client's turn: loads an engine, never counted
     queue_wait_s: float | None = None  # time in Pharos's queue; None: not through Pharos
+    reason: str = ""  # Pharos's decision sentence (`warm, 310 cached tok, est ...`)
+    decisions: tuple[tuple[str, str], ...] = ()  # Pharos's decision stages (route, prefix, ...)
 
 
 class _Chunk(msgspec.Struct):

@@ -140,4 +140,10 @@ async def _through_pharos(
 def _as_served(turn: TurnResult, done: RequestDone | None) -> TurnResult:
     if done is None:
         return turn
-    return dataclasses.replace(turn, engine=done.backend_url, queue_wait_s=done.queue_wait_s)
+    return dataclasses.replace(
+        turn,
+        engine=done.backend_url,
+        queue_wait_s=done.queue_wait_s,
+        reason=done.reason,
+        decisions=done.decisions,
+    )

@@ -8,7 +8,7 @@ import pytest
 
 from pharos.clock import FakeClock
 from pharos.engine.types import Residency
-from pharos.prefix import PrefixIndex, PrefixOp, chain_for_prompt
+from pharos.prefix import PrefixIndex, PrefixOp, chain_for_chat, chain_for_prompt
 from pharos.sched import Feedback, RouteRequest, Scheduler
 from pharos.sched.learning import (
     Dispatch,
@@ -98,6 +98,9 @@ def test_control_requests_teach_nothing():
         (ok(cached_tokens=499), 1000, PrefixAction.CORRECT),
         (ok(cached_tokens=None), 1000, PrefixAction.RECORD),  # unknown: no verdict
         (ok(cached_tokens=0), None, PrefixAction.RECORD),
+        # a claim under MIN_WRONG_TOKENS (a 14-token system prompt) that missed proves nothing
+        (ok(cached_tokens=0), 31, PrefixAction.RECORD),
+        (ok(cached_tokens=0), 32, PrefixAction.CORRECT),
         (ok(status=500), 1000, PrefixAction.CORRECT),
         (ok(status=400), None, PrefixAction.CORRECT),
         (ok(status=None), 1000, PrefixAction.NONE),  # never answered
@@ -166,6 +169,29 @@ async def test_a_wrong_prediction_is_corrected(
     lease.release(feedback)
     assert index.lookup(chain, lambda _tid: 1) == {}
     assert [op.remove for op in prefix_ops] == [True]
+
+
+async def test_a_follow_up_whose_reply_was_not_cached_keeps_its_conversation_recorded(
+    sched: Scheduler, targets: FakeTargets, prefix_ops: list[PrefixOp], index: PrefixIndex
+):
+    # The client sent back another reply than the engine generated (make scenario sends
+    # ShareGPT's answers: predicted 172 tokens with the reply, the engine cached 31): the
+    # index's own record held, only the reply credit was wrong. Forgetting the chain sent
+    # the next turn anywhere (3 of 3 moved follow-ups in the diagnostic run).
+    turn_one = chain_for_chat("m", None, [("system", "s" * 40), ("user", "q" * 400)])
+    turn_two = chain_for_chat(
+        "m",
+        None,
+        [("system", "s" * 40), ("user", "q" * 400), ("assistant", "a" * 4000), ("user", "n")],
+    )
+    targets.add(make_view(1, capacity=4))
+    index.record(turn_one, 1, generation=1, now_s=0.0)
+    request = RouteRequest(model="m", prompt_tokens=1110, chain=turn_two, seed=0)
+    lease = await sched.acquire("k", 1, request)
+    assert lease.predicted_tokens == 1110  # the reply credited
+    lease.release(ok(prompt_tokens=1110, cached_tokens=110))  # the previous prompt only
+    assert index.lookup(turn_two, lambda _tid: 1)[1].matched_bytes == turn_two.cum_bytes[-1]
+    assert [op.remove for op in prefix_ops] == [False]
 
 
 async def test_an_engine_error_forgets_the_prompt_and_teaches_nothing(

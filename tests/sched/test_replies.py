@@ -2,7 +2,7 @@
 
 from pharos.prefix import Chain, Match, PrefixIndex, chain_for_chat
 from pharos.prefix.index import Source
-from pharos.sched.replies import with_reply_credited
+from pharos.sched.replies import with_reply_credited, without_reply_credit
 
 SYSTEM, ASKED, ANSWERED, NEXT = "be brief", "q" * 80, "a" * 1200, "n" * 40
 
@@ -48,3 +48,13 @@ def test_a_chain_of_two_links_or_no_match_is_left_alone() -> None:
     found = {1: Match(short.cum_bytes[0], Source.LOCAL)}
     assert with_reply_credited(found, short) is found
     assert with_reply_credited({}, turn_two()) == {}
+
+
+def test_the_credit_is_taken_back_off_a_match_that_ends_at_the_reply() -> None:
+    # a credited match is judged by what the index itself recorded: the reply is a guess
+    chain = turn_two()
+    for matched_at, recorded_at in [(2, 1), (1, 1), (0, 0), (3, 3)]:
+        got = without_reply_credit(chain.cum_bytes[matched_at], chain)
+        assert got == chain.cum_bytes[recorded_at], matched_at
+    short = chain_for_chat("m", None, [("system", SYSTEM), ("user", ASKED)])
+    assert without_reply_credit(short.cum_bytes[1], short) == short.cum_bytes[1]

@@ -75,7 +75,7 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
         scenario = SCENARIOS[name]
         if args.duration is not None:
             scenario = scenario.with_duration(args.duration)
-        if scenario.source == "sharegpt" and args.scenario == "all" and not dataset_path().exists():
+        if scenario.uses_sharegpt and args.scenario == "all" and not dataset_path().exists():
             out.write(f"== {name}: skipped, no ShareGPT data at {dataset_path()}\n\n")
             continue
         try:

@@ -1,6 +1,7 @@
 """The `cost` policy: lowest estimated time to first token wins (spec §7).
 
-est_ttft = wait + load + prefill (+ KV pressure penalty) (+ rework: the cached prefix another
+est_ttft = wait (+ what the engine lately queued requests sent there) + load + prefill
+(+ KV pressure penalty) (+ rework: the cached prefix another
 candidate holds that this one would prefill again, times config.rework_weight) (+ evict: the
 recent conversation's prefix this prompt would push out of its slot, times config.evict_weight).
 Pure: no I/O, no clock.
@@ -118,6 +119,9 @@ def scan(
         else:
             service_s = c.service_s
             wait = (queue_ahead + 1) / capacity * (service_fb if service_s is None else service_s)
+        engine_queued = c.engine_queued_s
+        if engine_queued is not None:
+            wait += engine_queued
         feasible = True
         load = 0.0
         if c.warm is False and not c.loading:

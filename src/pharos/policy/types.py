@@ -29,6 +29,7 @@ class Candidate:
 
     __slots__ = (
         "capacity",
+        "engine_queued_s",
         "evicts_tokens",
         "fits_if_cold",
         "free_slots",
@@ -58,6 +59,7 @@ class Candidate:
         fits_if_cold: bool | None = None,
         loading: bool = False,
         evicts_tokens: int = 0,
+        engine_queued_s: float | None = None,
     ) -> None:
         self.target_id: Final = target_id
         self.capacity: Final = capacity  # slots: engine-reported, config, or the fallback
@@ -73,6 +75,9 @@ class Candidate:
         self.loading: Final = loading  # a load of the cold model is under way: counts as warm
         # a recent conversation's cached prefix a fresh prompt would push out of its slot
         self.evicts_tokens: Final = evicts_tokens
+        # what requests sent here lately waited inside the engine before their prefill (traffic
+        # Pharos doesn't see); None: not known (no reply with the engine's prefill time yet)
+        self.engine_queued_s: Final = engine_queued_s
 
     def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in CANDIDATE_FIELDS)
@@ -102,6 +107,7 @@ CANDIDATE_FIELDS: tuple[str, ...] = (
     "fits_if_cold",
     "loading",
     "evicts_tokens",
+    "engine_queued_s",
 )
 """Candidate's fields in constructor order (repr, equality)."""
 

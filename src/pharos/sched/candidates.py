@@ -139,6 +139,7 @@ def build_candidates(
     prompt_tokens: int = 0,
     recent: Mapping[int, Sequence[tuple[float, int, int]]] | None = None,
     now: float = 0.0,
+    engine_queued: Mapping[int, float] | None = None,
 ) -> tuple[list[Candidate], bool]:
     """Candidates for every view, and whether any has a free slot (spec §7, §8).
 
@@ -152,6 +153,7 @@ def build_candidates(
       (fits_if_cold is None otherwise): 16 Python calls an acquire fewer in bench_sched
     - evicts: on a per-slot engine, for a prompt under half cached there, the recent
       conversation it would push out of a free slot (`recent`: finished prompts per target)
+    - engine queued: what replies on the target lately waited inside the engine (`engine_queued`)
 
     One inlined loop: it runs for every acquire and queue re-run, over up to 64 targets.
     """
@@ -236,6 +238,7 @@ def build_candidates(
                 fits,
                 loading,
                 evicts,
+                engine_queued.get(target_id) if engine_queued else None,
             )
         )
     return candidates, any_free

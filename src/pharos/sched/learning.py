@@ -16,6 +16,11 @@ from pharos.sched.types import Feedback
 MIN_UNCACHED_TOKENS = 256
 """Below this a prefill time measures fixed overhead (llama.cpp: 20-100 ms for 1 token)."""
 
+MIN_WRONG_TOKENS = 32
+"""A prediction that missed by fewer tokens is not judged wrong: a 7-token claim (a shared
+system prompt, 14 tokens in SmolLM2's template) missed when llama.cpp took an empty slot, and
+its correction forgot the new conversation's whole chain (diagnostic run, equal fleet)."""
+
 MIN_LOAD_S = 0.010
 """An engine-reported load under 10 ms loaded nothing: residency was a scrape behind."""
 
@@ -100,6 +105,23 @@ def _service_sample(feedback: Feedback, effective: Dispatch) -> float | None:
     return duration_s - loaded_by_s
 
 
+def engine_queued_sample(feedback: Feedback, dispatch: Dispatch) -> float | None:
+    """How long a warm reply waited inside the engine before its prefill: TTFT from dispatch
+    minus the engine's own prefill time. Pharos's occupancy can't see a client that bypasses
+    it once that client's requests only wait (Running can't exceed the slots), so a slot
+    Pharos counts free may still queue there; None without both times or on a cold dispatch."""
+    if not feedback.succeeded or dispatch is not Dispatch.WARM:
+        return None
+    ttft_s, prefill_s = feedback.ttft_s, feedback.engine_prefill_s
+    if (
+        ttft_s is None
+        or prefill_s is None
+        or (feedback.engine_load_s is not None and (feedback.engine_load_s >= MIN_LOAD_S))
+    ):
+        return None
+    return max(0.0, ttft_s - prefill_s)
+
+
 def load_outcome(dispatch: Dispatch, feedback: Feedback, *, control: bool) -> str | None:
     """The `load` decision stage (spec §13): cold_start, unexpected_load, control, or None."""
     if control:
@@ -126,12 +148,14 @@ def predicted_tokens(matched_bytes: int | None) -> int | None:
 
 
 def is_wrong_prediction(predicted: int | None, cached_tokens: int | None) -> bool:
-    """Judged wrong when the engine cached under half the predicted tokens (spec §6)."""
+    """Judged wrong when the engine cached under half the predicted tokens (spec §6), and
+    at least MIN_WRONG_TOKENS fewer."""
     return (
         predicted is not None
         and predicted > 0
         and cached_tokens is not None
         and cached_tokens * 2 < predicted
+        and predicted - cached_tokens >= MIN_WRONG_TOKENS
     )
 
 

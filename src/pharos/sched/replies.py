@@ -35,3 +35,19 @@ def with_reply_credited(matches: dict[int, Match], chain: Chain) -> dict[int, Ma
             out = dict(matches)
         out[target_id] = Match(cum_bytes[index + 1], match.source)
     return matches if out is None else out
+
+
+def without_reply_credit(matched_bytes: int, chain: Chain) -> int:
+    """What the index itself recorded of a match with_reply_credited may have extended: a
+    match ending at the reply link (`..., asked, reply, new question`) ends at `asked`.
+
+    A reply is judged by this: a client that sends back another reply than the engine
+    generated (make scenario sends ShareGPT's answers) makes the credit wrong on every
+    follow-up, while the previous prompt was cached as recorded (diagnostic run, equal fleet:
+    172 tokens predicted with the reply, cache_n 31). Judged with the credit, the whole chain
+    was forgotten and the next turn went by load: 3 of 3 moved follow-ups."""
+    cum_bytes = chain.cum_bytes
+    last = len(cum_bytes) - 1
+    if last >= 2 and matched_bytes == cum_bytes[last - 1]:
+        return cum_bytes[last - 2]
+    return matched_bytes

@@ -25,12 +25,13 @@ from pharos.sched.fairqueue import FairQueue, Waiter
 from pharos.sched.gauges import Gauges, PeerGauges
 from pharos.sched.learning import (
     PrefixAction,
+    engine_queued_sample,
     predicted_tokens,
     prefix_action,
     samples_from,
 )
 from pharos.sched.lease import Lease
-from pharos.sched.replies import with_reply_credited
+from pharos.sched.replies import with_reply_credited, without_reply_credit
 from pharos.sched.types import (
     Feedback,
     NeverFits,
@@ -42,6 +43,7 @@ from pharos.sched.types import (
     Unavailable,
     UnknownModel,
 )
+from pharos.state.stats import ewma
 from pharos.state.view import TargetView
 
 BYTES_PER_GIB = 1024**3  # memory_gb counts GiB
@@ -54,6 +56,7 @@ SIDE_CALL_GAP_S = 1.0
 title and tags calls follow each turn within milliseconds; people think 5 s or more). Only a
 side call is charged for the conversation it would push out of a slot (Candidate
 .evicts_tokens), and its own slot is not kept: it never comes back (issue 16)."""
+ENGINE_QUEUED_HALF_LIFE_S = 30.0
 _TIMER_SLACK_S = 0.01  # the loop's timer may fire a hair before the clock reaches the bound
 
 
@@ -118,6 +121,7 @@ class Scheduler:
         self._finished: dict[int, deque[tuple[float, int, int]]] = {}  # per target and slot
         self._lease_keys: dict[int, tuple[str, bool]] = {}  # id(lease) -> key, side call
         self._reply_end_of_key: dict[str, float] = {}
+        self._engine_queued: dict[int, tuple[float, float]] = {}  # target -> (EWMA, sampled at)
         self._peers = PeerGauges()
         self._queue: FairQueue[RouteRequest] = FairQueue()
         self._serving = False
@@ -231,6 +235,7 @@ class Scheduler:
             prompt_tokens=request.prompt_tokens,
             recent=self._finished if side_call else None,
             now=now,
+            engine_queued=self._engine_queued_now(now),
         )
         decision = self._pick(
             RouteReq(prompt_tokens=request.prompt_tokens, seed=request.seed),
@@ -254,6 +259,16 @@ class Scheduler:
             queued_since is not None,
         )
         return lease, True
+
+    def _engine_queued_now(self, now: float) -> dict[int, float]:
+        """Each target's engine-side wait, halved every ENGINE_QUEUED_HALF_LIFE_S since its
+        last sample: a target avoided for it teaches nothing new, and the traffic moves on."""
+        if not self._engine_queued:
+            return {}
+        return {
+            tid: value * 0.5 ** ((now - at) / ENGINE_QUEUED_HALF_LIFE_S)
+            for tid, (value, at) in self._engine_queued.items()
+        }
 
     # ---- the queue ------------------------------------------------------------------------
 
@@ -366,6 +381,10 @@ class Scheduler:
         if request.control:
             return
         samples = samples_from(feedback, lease.dispatch, control=False)
+        queued_s = engine_queued_sample(feedback, lease.dispatch)
+        if queued_s is not None:
+            before = self._engine_queued_now(self._clock.now()).get(target_id)
+            self._engine_queued[target_id] = (ewma(before, queued_s), self._clock.now())
         if not samples.empty:
             self._targets.observe(
                 target_id,
@@ -380,9 +399,10 @@ class Scheduler:
             return
         judged_tokens = lease.predicted_tokens
         if lease.predicted is not None:  # tools counted or not, per target (prefix/tools.py)
+            recorded_bytes = without_reply_credit(lease.predicted.matched_bytes, chain)
             judged_tokens = predicted_tokens(
                 self._prefix.observe_cached(
-                    chain, target_id, lease.predicted.matched_bytes, feedback.cached_tokens
+                    chain, target_id, recorded_bytes, feedback.cached_tokens
                 )
             )
         action = prefix_action(feedback, judged_tokens)

@@ -62,9 +62,21 @@ def _stable_hash(text: str) -> int:
     return int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
 
 
+SHARED_KEY = "anonymous"
+
+
 class PharosRouter:
-    def __init__(self, policy: str, engines: Sequence[SimEngine], clock: Clock, seed: int):
+    def __init__(
+        self,
+        policy: str,
+        engines: Sequence[SimEngine],
+        clock: Clock,
+        seed: int,
+        *,
+        shared_key: bool = False,
+    ):
         self.name = policy
+        self._shared_key = shared_key
         self._clock = clock
         self._targets = SimTargets(engines, clock.now)
         self._prefix = PrefixIndex(clock=clock)
@@ -83,7 +95,8 @@ class PharosRouter:
             chain=Chain(request.chain_hashes, request.chain_cum_bytes),
             seed=self._rng.getrandbits(64),
         )
-        lease = await self._sched.acquire(request.session.user, 1, route)
+        key = SHARED_KEY if self._shared_key else request.session.user
+        lease = await self._sched.acquire(key, 1, route)
         waited_s = self._clock.now() - started_s
         engine = self._targets.engine_of(lease.target.target_id)
         try:
@@ -188,8 +201,8 @@ class DirectRouter:
 
 
 def make_router(
-    policy: str, engines: Sequence[SimEngine], clock: Clock, seed: int
+    policy: str, engines: Sequence[SimEngine], clock: Clock, seed: int, *, shared_key: bool = False
 ) -> PharosRouter | DirectRouter:
     if policy in PHAROS_POLICIES:
-        return PharosRouter(policy, engines, clock, seed)
+        return PharosRouter(policy, engines, clock, seed, shared_key=shared_key)
     return DirectRouter(policy, engines, seed)

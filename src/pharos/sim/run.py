@@ -15,7 +15,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from pharos.sim import sharegpt
+from pharos.sim import clipped, sharegpt
 from pharos.sim.engines import HostSpec, SimEngine
 from pharos.sim.routers import PharosRouter, make_router
 from pharos.sim.traces import THINK_S, Mix, Session, build_request, build_side_request, sessions
@@ -31,12 +31,26 @@ class Scenario:
     hosts: tuple[HostSpec, ...]
     mix: Mix
     duration_s: float = 600.0
-    source: str = "synthetic"  # or "sharegpt": the mix's chat and noise users replay ShareGPT
+    source: str = "synthetic"
+    """Or "sharegpt": the mix's chat and noise users replay ShareGPT; "scenario": the same
+    chats cut as `make scenario`'s client sends them (pharos.sim.clipped)."""
+    think_scale: float = 1.0  # "scenario" sessions: multiplies think times, as --think-scale
+    shared_key: bool = False
+    """Every user sends with one API key, as through `make scenario`'s Pharos (no keys
+    configured: one anonymous key) or one Open WebUI; else each user has its own."""
 
     def sessions(self, seed: int) -> list[Session]:
         if self.source == "sharegpt":
             return sharegpt.scenario_sessions_of(self.mix, self.duration_s, seed)
+        if self.source == "scenario":
+            return clipped.scenario_client_sessions(
+                self.mix, self.duration_s, seed, self.think_scale
+            )
         return list(sessions(self.mix, self.duration_s, seed))
+
+    @property
+    def uses_sharegpt(self) -> bool:
+        return self.source in ("sharegpt", "scenario")
 
     def with_duration(self, duration_s: float) -> Scenario:
         return dataclasses.replace(self, duration_s=duration_s)
@@ -105,7 +119,10 @@ async def _simulate(scenario: Scenario, policy: str, seed: int) -> Result:
     assert isinstance(loop, VirtualTimeLoop)
     clock = VirtualClock(loop)
     engines = [SimEngine(spec, loop) for spec in scenario.hosts]
-    router = make_router(policy, engines, clock, seed)
+    router = make_router(policy, engines, clock, seed, shared_key=scenario.shared_key)
+    # the scenario's client opens the next chat one think time after the last reply; a
+    # simulated person at least THINK_S[0] after it
+    open_after_s = 0.0 if scenario.source == "scenario" else THINK_S[0]
     samples: list[Sample] = []
     engine_of_turn: dict[str, list[str]] = defaultdict(list)
     end_s = clock.now() + scenario.duration_s
@@ -113,7 +130,7 @@ async def _simulate(scenario: Scenario, policy: str, seed: int) -> Result:
     async def run_user(user_sessions: list[Session]) -> None:
         for session in user_sessions:
             # a person opens the next chat a few seconds after the last reply at the earliest
-            await asyncio.sleep(max(THINK_S[0], session.start_s - clock.now()))
+            await asyncio.sleep(max(open_after_s, session.start_s - clock.now()))
             for index, turn in enumerate(session.turns):
                 await asyncio.sleep(turn.think_s)
                 if clock.now() >= end_s:

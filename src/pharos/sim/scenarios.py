@@ -105,6 +105,39 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 source="sharegpt",
             ),
             Scenario(
+                "real-equal",
+                "`make scenario --fleet equal` mirrored: its ShareGPT sessions cut as its "
+                "client sends them (4 turns, 600 bytes, 48 tokens, think x0.5, ShareGPT's "
+                "answers sent back, one API key) on two equal llama.cpp hosts",
+                (_cpu("e0"), _cpu("e1")),
+                Mix(chat_users=6),
+                duration_s=300.0,
+                source="scenario",
+                think_scale=0.5,
+                shared_key=True,
+            ),
+            Scenario(
+                "real-bypass",
+                "as real-equal, and the scenario's bypassing client loading e0 directly",
+                (_cpu("e0"), _cpu("e1")),
+                Mix(chat_users=6, noise_users=1),
+                duration_s=300.0,
+                source="scenario",
+                think_scale=0.5,
+                shared_key=True,
+            ),
+            Scenario(
+                "real-speed",
+                "as real-equal on the speed fleet: e0 prefilled 246 tok/s on 2 threads, e1 136 "
+                "on 1 (the README's quieter run)",
+                (_cpu("e0", 246 / 170), _cpu("e1", 136 / 170)),
+                Mix(chat_users=6),
+                duration_s=300.0,
+                source="scenario",
+                think_scale=0.5,
+                shared_key=True,
+            ),
+            Scenario(
                 "sharegpt-hetero",
                 "a fast and a slow host (3x apart), six users replaying ShareGPT chats",
                 (_cpu("fast", 2.0), _cpu("slow", 2.0 / 3.0)),

@@ -48,6 +48,9 @@ class Session:
     bypasses_router: bool = False  # traffic sent straight to one engine, unseen by the router
     json_escaped: bool = False  # the client sends non-ASCII as \\uXXXX (Open WebUI does)
     side_calls: int = 0  # concurrent side requests after each turn (Open WebUI: title, tags)
+    echoes_reply: bool = True
+    """False: the client's history holds another reply than the engine generated (the
+    real-engine scenario sends ShareGPT's answers back), so a slot's copy never matches it."""
 
 
 @dataclass(frozen=True)
@@ -82,16 +85,25 @@ def build_request(session: Session, turn_index: int) -> SimRequest:
     ratio = session.bytes_per_token
     tools_tokens = 0 if session.tools is None else int(len(session.tools) / ratio)
     cum_tokens = tuple(tools_tokens + int(b / ratio) for b in chain.cum_bytes)
+    reply_hash = with_reply.hashes[-1]
     reply_tokens = max(1, int(len(turn.reply_text) / ratio))
+    if not session.echoes_reply:
+        reply_hash = _generated_reply_hash(with_reply.hashes[-1])
+        reply_tokens = turn.completion_tokens
     prompt = Prompt(
         model=session.model,
         hashes=chain.hashes,
         cum_tokens=cum_tokens,
         completion_tokens=turn.completion_tokens,
-        reply_hash=with_reply.hashes[-1],
+        reply_hash=reply_hash,
         reply_tokens=reply_tokens,
     )
     return SimRequest(session, turn_index, tuple(messages), chain.hashes, chain.cum_bytes, prompt)
+
+
+def _generated_reply_hash(sent_reply_hash: int) -> int:
+    """A link no client message has: the reply the engine generated, never sent back."""
+    return (sent_reply_hash * 0x9E3779B97F4A7C15 + 1) & 0xFFFF_FFFF_FFFF_FFFF
 
 
 SIDE_TASKS = ("### Task:\nGenerate a concise title", "### Task:\nGenerate 1-3 broad tags")
