@@ -202,9 +202,7 @@ class Decision:
         return hash((self.target_id, self.enqueue, self.why))
 
     def __repr__(self) -> str:
-        return (
-            f"Decision(target_id={self.target_id!r}, enqueue={self.enqueue!r}, why={self.why!r})"
-        )
+        return f"Decision(target_id={self.target_id!r}, enqueue={self.enqueue!r}, why={self.why!r})"
 
     @property
     def reason(self) -> str:

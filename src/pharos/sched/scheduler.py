@@ -14,13 +14,7 @@ from pharos.clock import Clock
 from pharos.engine.types import Residency
 from pharos.policy import DEFAULT_CONFIG, POLICIES, PolicyConfig, RouteReq
 from pharos.prefix import Match, PrefixOp
-from pharos.sched.candidates import (
-    backend_occupancy,
-    build_candidates,
-    fits_if_cold,
-    index_of,
-    usable_views,
-)
+from pharos.sched.candidates import FitsIfCold, build_candidates, index_of, usable_views
 from pharos.sched.fairqueue import FairQueue, Waiter
 from pharos.sched.gauges import Gauges, PeerGauges
 from pharos.sched.learning import (
@@ -206,19 +200,13 @@ class Scheduler:
         if queued_since is not None:
             router_waiting -= 1
         peer_inflight = self._peers.inflight_by_key(now)
-        by_backend: dict[str, list[tuple[TargetView, int]]] = {}
-
-        def fits_of(view: TargetView) -> bool | None:
-            others = by_backend.get(view.backend_url)
-            if others is None:
-                others = by_backend[view.backend_url] = backend_occupancy(
-                    self._targets.targets_of_backend(view.backend_url, now),
-                    local_inflight=self._local,
-                    peer_inflight=peer_inflight,
-                    last_reply_end=self._last_reply_end,
-                )
-            return fits_if_cold(view, others)
-
+        fits_of = FitsIfCold(
+            self._targets.targets_of_backend,
+            now,
+            local_inflight=self._local,
+            peer_inflight=peer_inflight,
+            last_reply_end=self._last_reply_end,
+        )
         candidates, any_free = build_candidates(
             usable,
             local_inflight=self._local,
@@ -233,7 +221,7 @@ class Scheduler:
             now=now,
         )
         decision = self._pick(
-            RouteReq(prompt_tokens=request.prompt_tokens, seed=request.seed),
+            RouteReq(request.prompt_tokens, request.seed),  # positional: 69 ns, by keyword 233
             candidates,
             self._policy_config,
         )
