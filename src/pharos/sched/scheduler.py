@@ -14,7 +14,13 @@ from pharos.clock import Clock
 from pharos.engine.types import Residency
 from pharos.policy import DEFAULT_CONFIG, POLICIES, PolicyConfig, RouteReq
 from pharos.prefix import Match, PrefixOp
-from pharos.sched.candidates import FitsIfCold, build_candidates, index_of, usable_views
+from pharos.sched.candidates import (
+    FitsIfCold,
+    Generations,
+    build_candidates,
+    index_of,
+    usable_views,
+)
 from pharos.sched.fairqueue import FairQueue, Waiter
 from pharos.sched.gauges import Gauges, PeerGauges
 from pharos.sched.learning import (
@@ -180,7 +186,7 @@ class Scheduler:
         Raises UnknownModel / Unavailable when no up, non-draining target serves the model.
         """
         views = self._targets.targets_for_model(request.model, now)
-        usable, generations = usable_views(views, request.exclude_target_ids)
+        usable = usable_views(views, request.exclude_target_ids)
         if not usable:
             if not self._targets.model_listed(request.model):
                 raise UnknownModel(f"no backend serves model {request.model!r}")
@@ -192,7 +198,7 @@ class Scheduler:
         chain = request.chain
         if chain is not None and chain.hashes:
             matches = with_reply_credited(
-                self._prefix.lookup(chain, generations.get, len(generations)), chain
+                self._prefix.lookup(chain, Generations(usable), len(usable)), chain
             )
         router_waiting = self._queue.waiting_for(request.model) + self._peers.waiting(
             request.model, now
