@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
+from typing import Final
 
 from pharos.engine.types import Kind, Residency
 from pharos.policy import Candidate
@@ -16,8 +17,13 @@ SLOT_KEEP_S = 120.0
 """How long a finished prompt's slot counts as holding a conversation that will come back:
 chat users think 5-30 s between turns in the simulator, minutes at most in Open WebUI."""
 
-PER_SLOT_KINDS = frozenset({Kind.LLAMACPP, Kind.OLLAMA, Kind.LLAMA_SWAP})
+PER_SLOT_KINDS: Final = frozenset({Kind.LLAMACPP, Kind.OLLAMA, Kind.LLAMA_SWAP})
 """Engines that cache per slot: a fresh prompt on a free slot overwrites what it held."""
+
+_RESIDENCIES: Final = (Residency.LOADED, Residency.UNKNOWN, Residency.LOADING, Residency.COLD)
+"""Read once here: on Python 3.11 each `Residency.X` goes through EnumType.__getattr__, ~700
+instructions (callgrind), 7 of them an acquire in bench_sched."""
+_LOADING: Final = Residency.LOADING
 
 
 def evicted_tokens(
@@ -68,7 +74,7 @@ def fits_if_cold(view: TargetView, others: Iterable[tuple[TargetView, int]]) -> 
     for other, occupancy in others:
         if other.target_id == view.target_id:
             continue
-        busy = occupancy > 0 or other.residency is Residency.LOADING
+        busy = occupancy > 0 or other.residency is _LOADING
         if not busy:
             continue
         footprint = other.vram_bytes if other.vram_bytes is not None else other.size_bytes
@@ -205,12 +211,7 @@ def build_candidates(
     """
     candidates: list[Candidate] = []
     any_free = False
-    loaded, unknown, loading_state, cold = (
-        Residency.LOADED,
-        Residency.UNKNOWN,
-        Residency.LOADING,
-        Residency.COLD,
-    )
+    loaded, unknown, loading_state, cold = _RESIDENCIES
     for view in views:
         target_id = view.target_id
         occupancy = local_inflight.get(target_id, 0)
