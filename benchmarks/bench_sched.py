@@ -5,11 +5,17 @@ the slot) and releases it with feedback (EWMA samples, a prefix record, serving 
 An acquire that finds a free slot never suspends, so the coroutine is stepped by hand: this
 measures the scheduler, not the event loop.
 
+The `info` line counts the garbage collections during the timed rounds (none so far: a round
+frees what it allocates, so the benchmark doesn't call obs.looplag.freeze_startup_objects()
+as `pharos serve` does) and gives an empty timed loop's p99. The slow rounds are scattered,
+none of them a collection: machine noise, so the p99 follows the p50.
+
 Run: .venv/bin/python benchmarks/bench_sched.py
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import random
 import time
@@ -18,6 +24,7 @@ from collections.abc import Sequence
 from pharos.clock import FakeClock
 from pharos.engine.types import Kind, Residency
 from pharos.engine.usage import Usage
+from pharos.policy import IMPLEMENTATION
 from pharos.prefix import PrefixIndex, chain_for_chat
 from pharos.sched import Feedback, Lease, RouteRequest, Scheduler
 from pharos.state.view import TargetView
@@ -126,6 +133,13 @@ def main() -> None:
         ),
     )
     samples: list[int] = []
+    collections: list[int] = []
+
+    def count_collections(phase: str, _info: dict[str, int]) -> None:
+        if phase == "start":
+            collections.append(1)
+
+    gc.callbacks.append(count_collections)
     for i in range(ROUNDS):
         request = RouteRequest(MODEL, 1200, conversations[i % len(conversations)], seed=i)
         start = time.perf_counter_ns()
@@ -133,9 +147,21 @@ def main() -> None:
         lease.release(feedback)
         samples.append(time.perf_counter_ns() - start)
         clock.advance(0.01)
+    gc.callbacks.remove(count_collections)
     samples.sort()
     p50, p99 = percentile(samples, 0.5), percentile(samples, 0.99)
-    print(f"bench acquire-release-{TARGETS} p50_us={p50:.1f} p99_us={p99:.1f}")
+    print(
+        f"bench acquire-release-{TARGETS} p50_us={p50:.1f} p99_us={p99:.1f} policy={IMPLEMENTATION}"
+    )
+    noop: list[int] = []
+    for _ in range(ROUNDS):
+        start = time.perf_counter_ns()
+        noop.append(time.perf_counter_ns() - start)
+    noop.sort()
+    print(
+        f"info acquire-release-{TARGETS} gc_collections={len(collections)} "
+        f"noop_p99_us={percentile(noop, 0.99):.2f}"
+    )
 
 
 if __name__ == "__main__":

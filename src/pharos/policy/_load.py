@@ -27,6 +27,10 @@ COMPILED: dict[str, tuple[str, ...]] = {
 """Every module setup.py compiles, by package. One mypyc group: they load all compiled or all
 source, never mixed (a compiled candidates module builds the compiled Candidate)."""
 PURE_ENV = "PHAROS_PURE_PYTHON"
+SAME_INSTALL_S = 2.0
+"""A source at most this much newer than its compiled module came with it: pip writes each .py
+of a wheel 0.22-0.26 ms after its .so, which was read as an edit, so every wheel and Docker
+install ran the source build. An edit lands longer after a build (which takes ~50 s)."""
 
 
 class _SourceOnly(importlib.abc.MetaPathFinder):
@@ -56,7 +60,7 @@ def stale_compiled(directory: str, modules: Sequence[str] = MODULES) -> list[str
             compiled = os.path.join(directory, name + suffix)
             if os.path.isfile(compiled):
                 source = os.path.join(directory, name + ".py")
-                if os.path.getmtime(source) > os.path.getmtime(compiled):
+                if os.path.getmtime(source) > os.path.getmtime(compiled) + SAME_INSTALL_S:
                     stale.append(name)
     return stale
 

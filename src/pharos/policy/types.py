@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Final, Literal, NamedTuple, final
 
 Why = Literal["only_choice", "least_loaded", "cache", "warm"]
@@ -12,10 +12,30 @@ Why = Literal["only_choice", "least_loaded", "cache", "warm"]
 WHY_VALUES: tuple[Why, ...] = ("only_choice", "least_loaded", "cache", "warm")
 
 
-@dataclass(frozen=True, slots=True)
+@final
 class RouteReq:
-    prompt_tokens: int  # estimated: request text bytes / 4
-    seed: int  # random per request; breaks exact ties so identical requests don't herd
+    """A slotted class with Final attributes, not a frozen dataclass: mypyc compiles it to a C
+    struct, where the dataclass's generated __init__ ran interpreted, one object.__setattr__ per
+    field (timeit, compiled: 281 -> 69 ns positional, 400 -> 233 ns by keyword)."""
+
+    __slots__ = ("prompt_tokens", "seed")
+
+    def __init__(self, prompt_tokens: int, seed: int) -> None:
+        self.prompt_tokens: Final = prompt_tokens  # estimated: request text bytes / 4
+        self.seed: Final = seed  # random per request; breaks exact ties so requests don't herd
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, RouteReq)
+            and self.prompt_tokens == other.prompt_tokens
+            and self.seed == other.seed
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.prompt_tokens, self.seed))
+
+    def __repr__(self) -> str:
+        return f"RouteReq(prompt_tokens={self.prompt_tokens!r}, seed={self.seed!r})"
 
 
 @final
@@ -152,15 +172,43 @@ class Score(NamedTuple):
     evict_s: float = 0.0  # re-prefill a recent conversation pays for the slot this takes
 
 
-@dataclass(frozen=True, slots=True)
+@final
 class Decision:
-    """The pick. target_id is None only when no candidate is feasible (then enqueue is True)."""
+    """The pick. target_id is None only when no candidate is feasible (then enqueue is True).
 
-    target_id: int | None
-    enqueue: bool  # the best target has no free slot: wait in the fair queue
-    why: Why
-    scored: Callable[[], tuple[Score, ...]] = field(compare=False, repr=False)  # on demand
-    explain: Callable[[], str] = field(compare=False, repr=False)  # builds `reason` on demand
+    Equal by target_id, enqueue and why. A slotted class with Final attributes rather than a
+    frozen dataclass, for the reason RouteReq gives: its interpreted __init__ was 1.5 µs of
+    the 13 µs pick-cost-64 (perf)."""
+
+    __slots__ = ("enqueue", "explain", "scored", "target_id", "why")
+
+    def __init__(
+        self,
+        target_id: int | None,
+        enqueue: bool,
+        why: Why,
+        scored: Callable[[], tuple[Score, ...]],
+        explain: Callable[[], str],
+    ) -> None:
+        self.target_id: Final = target_id
+        self.enqueue: Final = enqueue  # the best target has no free slot: wait in the fair queue
+        self.why: Final = why
+        self.scored: Final = scored  # the scores, on demand
+        self.explain: Final = explain  # builds `reason` on demand
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Decision)
+            and self.target_id == other.target_id
+            and self.enqueue == other.enqueue
+            and self.why == other.why
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.target_id, self.enqueue, self.why))
+
+    def __repr__(self) -> str:
+        return f"Decision(target_id={self.target_id!r}, enqueue={self.enqueue!r}, why={self.why!r})"
 
     @property
     def reason(self) -> str:

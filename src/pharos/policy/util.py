@@ -17,6 +17,16 @@ def median_or(known: Sequence[float], default: float) -> float:
     return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2.0
 
 
+def median_of(known: list[float], default: float) -> float:
+    """median_or for a list the caller owns: sorted in place, no copy."""
+    n = len(known)
+    if n == 0:
+        return default
+    known.sort()
+    mid = n // 2
+    return known[mid] if n % 2 else (known[mid - 1] + known[mid]) / 2.0
+
+
 def break_tie(
     indices: Sequence[int], utils: Sequence[float], candidates: Sequence[Candidate], seed: int
 ) -> int:

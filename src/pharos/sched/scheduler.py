@@ -15,9 +15,9 @@ from pharos.engine.types import Residency
 from pharos.policy import DEFAULT_CONFIG, POLICIES, PolicyConfig, RouteReq
 from pharos.prefix import Match, PrefixOp
 from pharos.sched.candidates import (
-    backend_occupancy,
+    FitsIfCold,
+    Generations,
     build_candidates,
-    fits_if_cold,
     index_of,
     usable_views,
 )
@@ -190,7 +190,7 @@ class Scheduler:
         Raises UnknownModel / Unavailable when no up, non-draining target serves the model.
         """
         views = self._targets.targets_for_model(request.model, now)
-        usable, generations = usable_views(views, request.exclude_target_ids)
+        usable = usable_views(views, request.exclude_target_ids)
         if not usable:
             if not self._targets.model_listed(request.model):
                 raise UnknownModel(f"no backend serves model {request.model!r}")
@@ -202,7 +202,7 @@ class Scheduler:
         chain = request.chain
         if chain is not None and chain.hashes:
             matches = with_reply_credited(
-                self._prefix.lookup(chain, generations.get, len(generations)), chain
+                self._prefix.lookup(chain, Generations(usable), len(usable)), chain
             )
         router_waiting = self._queue.waiting_for(request.model) + self._peers.waiting(
             request.model, now
@@ -210,19 +210,13 @@ class Scheduler:
         if queued_since is not None:
             router_waiting -= 1
         peer_inflight = self._peers.inflight_by_key(now)
-        by_backend: dict[str, list[tuple[TargetView, int]]] = {}
-
-        def fits_of(view: TargetView) -> bool | None:
-            others = by_backend.get(view.backend_url)
-            if others is None:
-                others = by_backend[view.backend_url] = backend_occupancy(
-                    self._targets.targets_of_backend(view.backend_url, now),
-                    local_inflight=self._local,
-                    peer_inflight=peer_inflight,
-                    last_reply_end=self._last_reply_end,
-                )
-            return fits_if_cold(view, others)
-
+        fits_of = FitsIfCold(
+            self._targets.targets_of_backend,
+            now,
+            local_inflight=self._local,
+            peer_inflight=peer_inflight,
+            last_reply_end=self._last_reply_end,
+        )
         candidates, any_free = build_candidates(
             usable,
             local_inflight=self._local,
@@ -238,7 +232,7 @@ class Scheduler:
             engine_queued=self._engine_queued_now(now),
         )
         decision = self._pick(
-            RouteReq(prompt_tokens=request.prompt_tokens, seed=request.seed),
+            RouteReq(request.prompt_tokens, request.seed),  # positional: 69 ns, by keyword 233
             candidates,
             self._policy_config,
         )
