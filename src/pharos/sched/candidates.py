@@ -190,7 +190,7 @@ def build_candidates(
     prompt_tokens: int = 0,
     recent: dict[int, deque[tuple[float, int, int]]] | None = None,
     now: float = 0.0,
-    engine_queued: Mapping[int, float] | None = None,
+    engine_queued: dict[int, float] | None = None,
 ) -> tuple[list[Candidate], bool]:
     """Candidates for every view, and whether any has a free slot (spec §7, §8).
 
