@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import platform
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Generic, TypeVar
 from importlib.metadata import PackageNotFoundError, version
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -68,6 +68,9 @@ DECISIONS: dict[str, tuple[str, ...]] = {
     "log_feed": ("connected", "ended", "open_failed"),
 }
 """The fixed set of decision branches: a new branch gets a row here and in the spec's table."""
+
+_COUNTED_PREDICTIONS = ("predicted_hit", "wrong_prediction", "unknown")
+"""The prefix outcomes pharos_prefix_predictions counts, by where the predicted slot came from."""
 
 UNLISTED_MODEL = "(unlisted)"
 """The model label of requests for a model no backend ever listed."""
@@ -235,7 +238,7 @@ class Metrics:
         self.count_decisions(done.decisions)
         if done.prefix_source is not None:
             for stage, outcome in done.decisions:
-                if stage == "prefix" and outcome in ("predicted_hit", "wrong_prediction", "unknown"):
+                if stage == "prefix" and outcome in _COUNTED_PREDICTIONS:
                     self._predictions.get(done.prefix_source, outcome).inc()
         if done.overhead_s is not None:
             self.overhead.observe(done.overhead_s)
