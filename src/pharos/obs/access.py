@@ -57,19 +57,22 @@ def access_line(
     request_id: str,
     done: RequestDone | None,
 ) -> str:
-    fields: tuple[tuple[str, object], ...] = (
-        ("method", method),
-        ("path", path[:_MAX_CLIENT_CHARS]),
-        ("route", done.route if done is not None else "-"),
-        ("key", done.key if done is not None else "-"),
-        ("model", (done.model or "-")[:_MAX_CLIENT_CHARS] if done is not None else "-"),
-        ("target", (done.target_key or "-") if done is not None else "-"),
-        ("status", status),
-        ("ttft", seconds(done.ttft_s if done is not None else None)),
-        ("duration", seconds(duration_s)),
-        ("id", request_id),
+    """One f-string: status and seconds never need quoting, so only the text fields pass through
+    `field` (6.6 µs a line as a tuple of pairs joined by a generator, measured)."""
+    if done is None:
+        route = key = model = target = "-"
+        ttft_s = None
+    else:
+        route = field(done.route)
+        key = field(done.key)
+        model = field((done.model or "-")[:_MAX_CLIENT_CHARS])
+        target = field(done.target_key or "-")
+        ttft_s = done.ttft_s
+    return (
+        f"access method={field(method)} path={field(path[:_MAX_CLIENT_CHARS])} route={route} "
+        f"key={key} model={model} target={target} status={status} ttft={seconds(ttft_s)} "
+        f"duration={seconds(duration_s)} id={field(request_id)}"
     )
-    return "access " + " ".join(f"{name}={field(value)}" for name, value in fields)
 
 
 @web.middleware

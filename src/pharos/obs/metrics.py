@@ -10,9 +10,11 @@ from __future__ import annotations
 import platform
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
+from typing import Generic, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 from pharos.obs.live import LiveGauges
@@ -67,12 +69,34 @@ DECISIONS: dict[str, tuple[str, ...]] = {
 }
 """The fixed set of decision branches: a new branch gets a row here and in the spec's table."""
 
+_COUNTED_PREDICTIONS = ("predicted_hit", "wrong_prediction", "unknown")
+"""The prefix outcomes pharos_prefix_predictions counts, by where the predicted slot came from."""
+
 UNLISTED_MODEL = "(unlisted)"
 """The model label of requests for a model no backend ever listed."""
 
 _LATENCY_BUCKETS_S = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 _DURATION_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 _OVERHEAD_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.1)
+
+
+_M = TypeVar("_M", bound=MetricWrapperBase)
+
+
+class _Children(Generic[_M]):
+    """A labelled metric's children by their label values. prometheus_client's `labels()` takes
+    a lock and str()s every value on each call; the request series' values are already str and
+    keep the same few children, so a dict hit serves them."""
+
+    def __init__(self, metric: _M) -> None:
+        self._metric = metric
+        self._by_values: dict[tuple[str, ...], _M] = {}
+
+    def get(self, *values: str) -> _M:
+        child = self._by_values.get(values)
+        if child is None:
+            child = self._by_values[values] = self._metric.labels(*values)
+        return child
 
 
 class _NoCreated(Collector):
@@ -181,9 +205,18 @@ class Metrics:
             ["source", "outcome"],
             registry=r,
         )
-        for stage, outcomes in DECISIONS.items():
-            for outcome in outcomes:
-                self.decisions.labels(stage, outcome)
+        self._decision_children = {
+            (stage, outcome): self.decisions.labels(stage, outcome)
+            for stage, outcomes in DECISIONS.items()
+            for outcome in outcomes
+        }
+        self._requests = _Children(self.requests)
+        self._tokens = _Children(self.tokens)
+        self._unmetered = _Children(self.unmetered)
+        self._ttft = _Children(self.ttft)
+        self._duration = _Children(self.duration)
+        self._queue_wait = _Children(self.queue_wait)
+        self._predictions = _Children(self.predictions)
         self.registry.register(_NoCreated(r))
         self.registry.register(_Static([build_info()]))
         self.registry.register(LiveGauges(state, sched, now))
@@ -200,22 +233,19 @@ class Metrics:
         model = self._model_label(done.model)
         status = str(done.status)
         backend = done.backend_url or ""
-        self.requests.labels(done.key, model, done.route, backend, status).inc()
-        self.duration.labels(done.route, status).observe(done.duration_s)
+        self._requests.get(done.key, model, done.route, backend, status).inc()
+        self._duration.get(done.route, status).observe(done.duration_s)
         self.count_decisions(done.decisions)
-        for stage, outcome in done.decisions:
-            if (
-                stage == "prefix"
-                and done.prefix_source is not None
-                and outcome in ("predicted_hit", "wrong_prediction", "unknown")
-            ):
-                self.predictions.labels(done.prefix_source, outcome).inc()
+        if done.prefix_source is not None:
+            for stage, outcome in done.decisions:
+                if stage == "prefix" and outcome in _COUNTED_PREDICTIONS:
+                    self._predictions.get(done.prefix_source, outcome).inc()
         if done.overhead_s is not None:
             self.overhead.observe(done.overhead_s)
         if done.ttft_s is not None:
-            self.ttft.labels(model, backend, done.route).observe(done.ttft_s)
+            self._ttft.get(model, backend, done.route).observe(done.ttft_s)
         if done.queue_wait_s is not None and done.backend_url is not None:
-            self.queue_wait.labels(done.key).observe(done.queue_wait_s)
+            self._queue_wait.get(done.key).observe(done.queue_wait_s)
         if done.metered is True:
             for kind, count in (
                 ("prompt", done.prompt_tokens),
@@ -223,14 +253,17 @@ class Metrics:
                 ("completion", done.completion_tokens),
             ):
                 if count is not None:
-                    self.tokens.labels(done.key, model, kind).inc(count)
+                    self._tokens.get(done.key, model, kind).inc(count)
         elif done.metered is False:
-            self.unmetered.labels(done.key, model).inc()
+            self._unmetered.get(done.key, model).inc()
 
     def count_decisions(self, decisions: Iterable[tuple[str, str]]) -> None:
-        for stage, outcome in decisions:
-            if outcome in DECISIONS.get(stage, ()):
-                self.decisions.labels(stage, outcome).inc()
+        """Branches outside DECISIONS are not counted: the series set stays fixed."""
+        children = self._decision_children
+        for decision in decisions:
+            child = children.get(decision)
+            if child is not None:
+                child.inc()
 
     def on_decision(self, _backend: str, stage: str, outcome: str) -> None:
         self.count_decisions(((stage, outcome),))
