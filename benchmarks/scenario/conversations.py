@@ -20,14 +20,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from pharos.sim import clipped
+from pharos.sim.clipped import HORIZON_FACTOR, cut_session
 from pharos.sim.sharegpt import DatasetMissing, scenario_sessions
 from pharos.sim.traces import Mix, Session, sessions
 
-MAX_COMPLETION_TOKENS = 48
-MAX_TURNS = 4
 SOURCES = ("synthetic", "sharegpt")
-MAX_TEXT_BYTES = {"synthetic": 400, "sharegpt": 600}
-HORIZON_FACTOR = 20.0
+MAX_TEXT_BYTES = {"synthetic": 400, "sharegpt": clipped.MAX_TEXT_BYTES}
 
 
 @dataclass(frozen=True)
@@ -54,11 +53,6 @@ class SourceMissing(Exception):
     """The session source asked for is not importable here."""
 
 
-def clip(text: str, limit_bytes: int) -> str:
-    """The longest prefix of `text` within limit_bytes of UTF-8 (never half a character)."""
-    return text.encode()[:limit_bytes].decode(errors="ignore")
-
-
 def _cut(
     session: Session,
     index: int,
@@ -67,25 +61,18 @@ def _cut(
     think_scale: float,
     limit_bytes: int,
 ) -> Conversation:
-    scale = 1.0 if session.bypasses_router else think_scale
-    gap_s = session.turns[1].think_s if len(session.turns) > 1 else 5.0
-    turns = tuple(
-        Turn(
-            think_s=scale * (t.think_s if number > 0 or first else gap_s),
-            user_text=clip(t.user_text, limit_bytes),
-            reply_text=clip(t.reply_text, limit_bytes),
-            max_tokens=min(MAX_COMPLETION_TOKENS, t.completion_tokens),
-        )
-        for number, t in enumerate(session.turns[:MAX_TURNS])
-    )
+    cut = cut_session(session, first, think_scale, limit_bytes)
     return Conversation(
-        user=session.user,
+        user=cut.user,
         index=index,
-        start_s=scale * session.start_s if first else None,
-        model=session.model,
-        system=clip(session.system, 2 * limit_bytes),
-        turns=turns,
-        bypasses_router=session.bypasses_router,
+        start_s=cut.start_s if first else None,
+        model=cut.model,
+        system=cut.system,
+        turns=tuple(
+            Turn(t.think_s, t.user_text, t.reply_text, max_tokens=t.completion_tokens)
+            for t in cut.turns
+        ),
+        bypasses_router=cut.bypasses_router,
         json_escaped=escaped,
     )
 

@@ -5,7 +5,7 @@ import dataclasses
 
 import pytest
 
-from pharos.sim.clipped import MAX_COMPLETION_TOKENS, MAX_TEXT_BYTES, MAX_TURNS, _cut
+from pharos.sim.clipped import MAX_COMPLETION_TOKENS, MAX_TEXT_BYTES, MAX_TURNS, cut_session
 from pharos.sim.engines import Flavour, HostSpec, Served, SimEngine
 from pharos.sim.traces import Mix, Session, build_request, sessions
 from pharos.sim.vloop import run_virtual
@@ -42,7 +42,7 @@ def test_a_follow_up_finds_the_reply_cached_only_when_the_client_sent_back_the_e
 
 def test_sessions_are_cut_as_the_scenario_client_cuts_them() -> None:
     session = dataclasses.replace(a_session(), system="s" * 5000)
-    first, later = _cut(session, True, 0.5), _cut(session, False, 0.5)
+    first, later = cut_session(session, True, 0.5), cut_session(session, False, 0.5)
     assert len(first.turns) == min(MAX_TURNS, len(session.turns))
     for turn in first.turns:
         assert len(turn.user_text.encode()) <= MAX_TEXT_BYTES

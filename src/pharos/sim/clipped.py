@@ -30,14 +30,19 @@ def clip(text: str, limit_bytes: int) -> str:
     return text.encode()[:limit_bytes].decode(errors="ignore")
 
 
-def _cut(session: Session, first: bool, think_scale: float) -> Session:
+def cut_session(
+    session: Session, first: bool, think_scale: float, limit_bytes: int = MAX_TEXT_BYTES
+) -> Session:
+    """The session as the scenario's client replays it (benchmarks/scenario/conversations.py
+    converts this to what it sends): a user's first conversation starts at its scaled start,
+    later ones one think time after the previous ended (start 0.0 here)."""
     scale = 1.0 if session.bypasses_router else think_scale
     gap_s = session.turns[1].think_s if len(session.turns) > 1 else 5.0
     turns = tuple(
         TurnSpec(
             think_s=scale * (t.think_s if number > 0 or first else gap_s),
-            user_text=clip(t.user_text, MAX_TEXT_BYTES),
-            reply_text=clip(t.reply_text, MAX_TEXT_BYTES),
+            user_text=clip(t.user_text, limit_bytes),
+            reply_text=clip(t.reply_text, limit_bytes),
             completion_tokens=min(MAX_COMPLETION_TOKENS, t.completion_tokens),
         )
         for number, t in enumerate(session.turns[:MAX_TURNS])
@@ -45,7 +50,7 @@ def _cut(session: Session, first: bool, think_scale: float) -> Session:
     return dataclasses.replace(
         session,
         start_s=scale * session.start_s if first else 0.0,
-        system=clip(session.system, 2 * MAX_TEXT_BYTES),
+        system=clip(session.system, 2 * limit_bytes),
         turns=turns,
         echoes_reply=False,
     )
@@ -65,6 +70,6 @@ def scenario_client_sessions(
     seen: set[str] = set()
     out = []
     for session in drawn:
-        out.append(_cut(session, session.user not in seen, think_scale))
+        out.append(cut_session(session, session.user not in seen, think_scale))
         seen.add(session.user)
     return out
