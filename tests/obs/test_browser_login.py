@@ -35,6 +35,14 @@ pytestmark = pytest.mark.skipif(
 )
 
 
+class Navigated(AssertionError):
+    """An evaluation the page's navigation cut short: the old document went before it answered."""
+
+
+# DevTools' words when an evaluation's document goes away under it (CI saw the first, mid-poll).
+NAVIGATION_ERRORS = ("Inspected target navigated or closed", "Execution context was destroyed")
+
+
 class Page:
     """One Chromium tab over the DevTools protocol: evaluate JavaScript, read cookies."""
 
@@ -49,6 +57,9 @@ class Page:
             async for message in self._ws:
                 reply = json.loads(message.data)
                 if reply.get("id") == message_id:
+                    error = str(reply.get("error", {}).get("message", ""))
+                    if any(words in error for words in NAVIGATION_ERRORS):
+                        raise Navigated(f"{method}: {error}")
                     assert "error" not in reply, reply
                     result: dict[str, Any] = reply["result"]
                     return result
@@ -59,13 +70,20 @@ class Page:
         return result["result"].get("value")
 
     async def until(self, expression: str, what: str) -> None:
-        """Poll (bounded) until the expression is true: page loads take their own time."""
+        """Poll (bounded) until the expression is true: page loads take their own time, and
+        a poll the navigation cuts short counts as "not yet"."""
         try:
             async with asyncio.timeout(WAIT_S):
-                while not await self.js(f"Boolean({expression})"):  # noqa: ASYNC110 (the browser has no event to wait on)
+                while not await self._poll(expression):  # noqa: ASYNC110 (the browser has no event to wait on)
                     await asyncio.sleep(STEP_S)
         except TimeoutError:
             raise AssertionError(f"{what}: not shown within {WAIT_S:.0f} s") from None
+
+    async def _poll(self, expression: str) -> bool:
+        try:
+            return bool(await self.js(f"Boolean({expression})"))
+        except Navigated:
+            return False
 
     async def cookies(self) -> list[dict[str, Any]]:
         return list((await self.call("Network.getCookies"))["cookies"])
@@ -142,6 +160,40 @@ async def sign_in(page: Page, secret: str) -> None:
     await page.until("document.querySelector('#login')", "the login form")
     await page.js(f"document.querySelector('#key').value = {json.dumps(secret)}")
     await page.js("document.querySelector('#sign-in').click()")
+
+
+class ScriptedDevTools:
+    """A DevTools socket that answers each evaluation from a script, in order."""
+
+    def __init__(self, answers: list[dict[str, Any]]) -> None:
+        self._answers = answers
+        self._sent: asyncio.Queue[int] = asyncio.Queue()
+
+    async def send_json(self, message: dict[str, Any]) -> None:
+        await self._sent.put(int(message["id"]))
+
+    def __aiter__(self) -> ScriptedDevTools:
+        return self
+
+    async def __anext__(self) -> Any:
+        message_id = await self._sent.get()
+        answer = {"id": message_id, **self._answers.pop(0)}
+        return type("Message", (), {"data": json.dumps(answer)})()
+
+
+async def test_a_poll_the_navigation_cuts_short_counts_as_not_yet() -> None:
+    # What CI saw mid-poll, then the new page's answer.
+    navigated = {"error": {"code": -32000, "message": "Inspected target navigated or closed"}}
+    shown = {"result": {"result": {"type": "boolean", "value": True}}}
+    page = Page(ScriptedDevTools([navigated, shown]))  # type: ignore[arg-type]
+    await page.until("true", "the new page")
+
+
+async def test_any_other_devtools_error_still_fails_the_test() -> None:
+    broken = {"error": {"code": -32602, "message": "Invalid parameters"}}
+    page = Page(ScriptedDevTools([broken]))  # type: ignore[arg-type]
+    with pytest.raises(AssertionError, match="Invalid parameters"):
+        await page.until("true", "the page")
 
 
 async def test_an_admin_signs_in_with_a_key_and_out_again_in_chromium(
