@@ -7,7 +7,16 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from pharos.sim import ALL_POLICIES, SCENARIOS, class_table, simulate, table, ttft_cdf_svg
+from pharos.sim import (
+    ALL_POLICIES,
+    BASELINES,
+    SCENARIOS,
+    class_table,
+    simulate,
+    table,
+    ttft_cdf_svg,
+    verdict,
+)
 from pharos.sim.sharegpt import DatasetMissing, dataset_path
 
 SIM_DESCRIPTION = (
@@ -38,6 +47,12 @@ def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--plot", metavar="DIR", default=None, help="write a TTFT CDF SVG per scenario"
+    )
+    parser.add_argument(
+        "--verdict",
+        action="store_true",
+        help="after each scenario, say per seed whether cost is at least as good as the best "
+        "baseline run on hit ratio, TTFT p50 and p95; exit 1 if it loses any",
     )
 
 
@@ -71,6 +86,7 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
     if args.duration is not None and not 0 < args.duration <= 86_400:
         err.write("pharos sim: --duration: a number of seconds from 1 to 86400\n")
         return 2
+    losses = 0
     for name in names:
         scenario = SCENARIOS[name]
         if args.duration is not None:
@@ -86,9 +102,21 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
         out.write(f"== {name}: {scenario.about}; {scenario.duration_s:.0f} s, seeds {args.seeds}\n")
         out.write(table(results) + "\n\nTTFT by request class (seeds pooled):\n")
         out.write(class_table(results) + "\n\n")
+        if args.verdict:
+            baselines = [p for p in policies if p in BASELINES]
+            if "cost" not in policies or not baselines:
+                err.write(
+                    "pharos sim: --verdict needs cost and at least one baseline in --policies\n"
+                )
+                return 2
+            lines, lost = verdict(results, "cost", baselines)
+            losses += lost
+            out.write(f"verdict:\n{lines}\n\n")
         if args.plot is not None:
             path = Path(args.plot) / f"sim-{name}.svg"
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(ttft_cdf_svg(results, f"{name}: {scenario.about}"))
             out.write(f"plot: {path}\n\n")
-    return 0
+    if args.verdict:
+        out.write(f"verdict over every scenario: cost loses {losses} comparisons\n")
+    return 1 if losses else 0

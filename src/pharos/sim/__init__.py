@@ -2,7 +2,7 @@
 against simulated engines on virtual time, beside the baseline routers it must beat."""
 
 from pharos.sim.plot import ttft_cdf_svg
-from pharos.sim.report import class_table, table
+from pharos.sim.report import class_table, table, verdict
 from pharos.sim.routers import BASELINES, PHAROS_POLICIES
 from pharos.sim.run import Result, Sample, Scenario, simulate
 from pharos.sim.scenarios import SCENARIOS
@@ -21,4 +21,5 @@ __all__ = [
     "simulate",
     "table",
     "ttft_cdf_svg",
+    "verdict",
 ]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from pharos.sim.run import Result, percentile
 
@@ -53,3 +53,57 @@ def class_table(results: Sequence[Result]) -> str:
         rows.append(row)
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return "\n".join("  ".join(c.ljust(widths[i]) for i, c in enumerate(row)) for row in rows)
+
+
+def _hit_percent(result: Result) -> float:
+    return 100 * result.cache_hit_ratio
+
+
+def _p50_s(result: Result) -> float:
+    return result.ttft(0.50)
+
+
+def _p95_s(result: Result) -> float:
+    return result.ttft(0.95)
+
+
+# Issue 15's bar: cost at least as good as the best baseline on each of these, every seed.
+# (name, figure, higher is better, how far apart counts as a tie, how it prints)
+_VERDICT_FIGURES: tuple[tuple[str, Callable[[Result], float], bool, float, str], ...] = (
+    ("hit", _hit_percent, True, 0.05, "{:.1f}%"),
+    ("p50", _p50_s, False, 0.005, "{:.2f} s"),
+    ("p95", _p95_s, False, 0.005, "{:.2f} s"),
+)
+
+
+def verdict(results: Sequence[Result], policy: str, baselines: Sequence[str]) -> tuple[str, int]:
+    """Per seed, `policy` against the best of `baselines` on hit ratio and TTFT p50 and p95:
+    the lines to print, and how many (seed, figure) comparisons it loses. A difference that
+    rounds to nothing at the table's precision is a tie, not a loss."""
+    seeds = sorted({r.seed for r in results})
+    by_key = {(r.policy, r.seed): r for r in results}
+    lines: list[str] = []
+    losses = 0
+    for seed in seeds:
+        mine = by_key.get((policy, seed))
+        others = [by_key[(b, seed)] for b in baselines if (b, seed) in by_key]
+        if mine is None or not others:
+            continue
+        cells: list[str] = []
+        for name, figure, higher_wins, tie, shown in _VERDICT_FIGURES:
+            best = (max if higher_wins else min)(others, key=figure)
+            ahead = (figure(mine) - figure(best)) * (1 if higher_wins else -1)
+            lost = ahead < -tie
+            losses += lost
+            mark = "LOSES" if lost else "holds"
+            cells.append(
+                f"{name} {shown.format(figure(mine))} vs {best.policy} "
+                f"{shown.format(figure(best))} {mark}"
+            )
+        lines.append(f"seed {seed}: " + "; ".join(cells))
+    compared = 3 * len(lines)
+    lines.append(
+        f"{policy} against the best of {', '.join(baselines)}: "
+        f"loses {losses} of {compared} comparisons"
+    )
+    return "\n".join(lines), losses

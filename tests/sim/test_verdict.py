@@ -1,0 +1,62 @@
+"""`pharos sim --verdict`: cost against the best baseline, per seed, on issue 15's figures."""
+
+import pytest
+
+from pharos.cmd.main import main
+from pharos.sim import Result, Sample, verdict
+
+
+def run(policy: str, seed: int, ttfts_s: list[float], cached_tokens: int) -> Result:
+    """A run of ten-token prompts: `cached_tokens` of each prompt came from the cache."""
+    samples = tuple(Sample("chat", "u", t, 10, cached_tokens, 0.0) for t in ttfts_s)
+    return Result("s", policy, seed, samples, model_loads=0)
+
+
+# policy   seed  TTFTs (s)         cached of 10
+# cost     1     1, 1, 1           8        -> beats sticky on hit, ties cache-aware on p50/p95
+# sticky   1     2, 2, 2           7
+# cache    1     1, 1, 1           6
+# cost     2     3, 3, 3           5        -> loses hit to sticky, p50 and p95 to cache-aware
+# sticky   2     2, 2, 2           9
+# cache    2     1, 1, 1           4
+RESULTS = [
+    run("cost", 1, [1, 1, 1], 8),
+    run("sticky", 1, [2, 2, 2], 7),
+    run("cache-aware", 1, [1, 1, 1], 6),
+    run("cost", 2, [3, 3, 3], 5),
+    run("sticky", 2, [2, 2, 2], 9),
+    run("cache-aware", 2, [1, 1, 1], 4),
+]
+
+
+def test_each_figure_is_judged_against_the_best_baseline_on_it_and_a_tie_holds() -> None:
+    lines, losses = verdict(RESULTS, "cost", ["sticky", "cache-aware"])
+    seed1, seed2, total = lines.splitlines()
+    assert seed1.count("holds") == 3 and "LOSES" not in seed1
+    assert "hit 50.0% vs sticky 90.0% LOSES" in seed2
+    assert "p50 3.00 s vs cache-aware 1.00 s LOSES" in seed2
+    assert "p95 3.00 s vs cache-aware 1.00 s LOSES" in seed2
+    assert losses == 3
+    assert total.endswith("loses 3 of 6 comparisons")
+
+
+def test_a_seed_without_a_baseline_run_is_not_judged() -> None:
+    lines, losses = verdict(RESULTS[:1], "cost", ["sticky"])
+    assert losses == 0 and lines.endswith("loses 0 of 0 comparisons")
+
+
+def test_the_verdict_flag_exits_1_when_cost_loses_anywhere(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["sim", "-s", "chat", "--policies", "cost,round-robin", "--seeds", "1"]
+    status = main([*argv, "--duration", "120", "--verdict"])
+    out = capsys.readouterr().out
+    assert "verdict:" in out and "cost against the best of round-robin" in out
+    lost = int(out.rsplit("cost loses ", 1)[1].split()[0])
+    assert status == (1 if lost else 0)
+
+
+def test_the_verdict_needs_cost_and_a_baseline(capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["sim", "-s", "chat", "--policies", "sticky", "--duration", "60", "--verdict"])
+    assert status == 2
+    assert "--verdict needs cost and at least one baseline" in capsys.readouterr().err
