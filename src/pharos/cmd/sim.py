@@ -52,7 +52,8 @@ def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
         "--verdict",
         action="store_true",
         help="after each scenario, say per seed whether cost is at least as good as the best "
-        "baseline run on hit ratio, TTFT p50 and p95; exit 1 if it loses any",
+        "baseline run on hit ratio, TTFT p50 and p95 and, where the engines differ in speed or "
+        "load, strictly better than sticky on p50 and p95; exit 1 if it loses any",
     )
 
 
@@ -109,7 +110,8 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
                     "pharos sim: --verdict needs cost and at least one baseline in --policies\n"
                 )
                 return 2
-            lines, lost = verdict(results, "cost", baselines)
+            strictly = "sticky" if scenario.engines_differ and "sticky" in baselines else None
+            lines, lost = verdict(results, "cost", baselines, strictly_beats=strictly)
             losses += lost
             out.write(f"verdict:\n{lines}\n\n")
         if args.plot is not None:

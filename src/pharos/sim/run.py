@@ -38,6 +38,9 @@ class Scenario:
     shared_key: bool = False
     """Every user sends with one API key, as through `make scenario`'s Pharos (no keys
     configured: one anonymous key) or one Open WebUI; else each user has its own."""
+    engines_differ: bool = False
+    """The engines differ in speed or in load the router can't see: where issue 15 asks cost
+    to be strictly better than sticky sessions (`pharos sim --verdict`)."""
 
     def sessions(self, seed: int) -> list[Session]:
         if self.source == "sharegpt":
@@ -66,6 +69,7 @@ class Sample:
     router_wait_s: float
     turn_index: int = 0
     engine: str = ""
+    session_start_s: float = 0.0  # with user and turn_index: the same turn under every policy
 
 
 @dataclass(frozen=True)
@@ -151,6 +155,7 @@ async def _simulate(scenario: Scenario, policy: str, seed: int) -> Result:
                         routed.router_wait_s,
                         index,
                         routed.engine.spec.name,
+                        session.start_s,
                     )
                 )
                 engine_of_turn[f"{session.user}@{session.start_s:.0f}"].append(
