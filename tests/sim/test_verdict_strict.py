@@ -3,14 +3,14 @@ and a hit-ratio loss shown over the turns both runs served."""
 
 import pytest
 
-from pharos.sim import SCENARIOS, Result, Sample, verdict
+from pharos.sim import SCENARIOS, Result, Sample, simulate, verdict
 
 
-def run(policy: str, ttfts_s: list[float], cached: list[int], starts_s: list[float]) -> Result:
-    """Ten-token turns of one user, each the first turn of a session opened at `starts_s`."""
+def run(policy: str, ttfts_s: list[float], cached: list[int]) -> Result:
+    """Ten-token turns of one user, each the first turn of the user's next session."""
     samples = tuple(
-        Sample("chat", "u", t, 10, c, 0.0, 0, "e0", start)
-        for t, c, start in zip(ttfts_s, cached, starts_s, strict=True)
+        Sample("chat", "u", t, 10, c, 0.0, 0, "e0", session)
+        for session, (t, c) in enumerate(zip(ttfts_s, cached, strict=True))
     )
     return Result("s", policy, 1, samples, model_loads=0)
 
@@ -26,7 +26,7 @@ CASES = [([1.0, 1.0], 0), ([2.0, 2.0], 2), ([1.998, 1.998], 2)]
 def test_a_tie_with_sticky_is_a_loss_where_cost_must_be_strictly_better(
     cost_ttfts_s: list[float], lost: int
 ) -> None:
-    results = [run("cost", cost_ttfts_s, [5, 5], [0, 9]), run("sticky", [2, 2], [5, 5], [0, 9])]
+    results = [run("cost", cost_ttfts_s, [5, 5]), run("sticky", [2, 2], [5, 5])]
     lines, losses = verdict(results, "cost", ["sticky"], strictly_beats="sticky")
     assert losses == lost
     assert lines.count("NOT STRICTLY") == lost
@@ -36,10 +36,10 @@ def test_a_tie_with_sticky_is_a_loss_where_cost_must_be_strictly_better(
 
 
 def test_a_hit_loss_shows_the_ratio_over_the_turns_both_runs_served() -> None:
-    # cost served one more session (opened at 20 s, nothing cached): its own ratio is lower,
-    # on the two turns both served it cached the same
-    cost = run("cost", [1, 1, 1], [8, 8, 0], [0, 9, 20])
-    sticky = run("sticky", [2, 2], [8, 8], [0, 9])
+    # cost served one more session (nothing cached): its own ratio is lower, on the two turns
+    # both served it cached the same
+    cost = run("cost", [1, 1, 1], [8, 8, 0])
+    sticky = run("sticky", [2, 2], [8, 8])
     lines, losses = verdict([cost, sticky], "cost", ["sticky"])
     assert "hit 53.3% vs sticky 80.0% LOSES (on the 2 turns both served: 80.00% vs 80.00%)" in lines
     assert losses == 1
@@ -59,3 +59,12 @@ def test_the_scenarios_that_ask_cost_to_beat_sticky_are_those_whose_engines_diff
         hosts = SCENARIOS[name].hosts
         speeds = {h.prefill_s_per_token for h in hosts}
         assert len(speeds) > 1 or SCENARIOS[name].mix.noise_users > 0, name
+
+
+def test_each_turn_of_a_run_is_told_apart_from_every_other_by_user_session_and_turn() -> None:
+    # the real-* sessions after a user's first all start at 0 (one think time after the last
+    # reply): keyed by start time, a user's second and third chats were one turn
+    result = simulate(SCENARIOS["real-equal"].with_duration(120), "sticky", 1)
+    keys = [(s.user, s.session_index, s.turn_index) for s in result.samples]
+    assert len(keys) == len(set(keys))
+    assert max(s.session_index for s in result.samples) > 0

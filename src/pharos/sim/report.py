@@ -76,8 +76,8 @@ _VERDICT_FIGURES: tuple[tuple[str, Callable[[Result], float], bool, float, str],
 )
 
 
-def _turn_key(sample: Sample) -> tuple[str, float, int, str]:
-    return (sample.user, sample.session_start_s, sample.turn_index, sample.klass)
+def _turn_key(sample: Sample) -> tuple[str, int, int, str]:
+    return (sample.user, sample.session_index, sample.turn_index, sample.klass)
 
 
 def same_turns_hit_percent(mine: Result, other: Result) -> tuple[float, float, int]:

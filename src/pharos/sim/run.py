@@ -69,7 +69,8 @@ class Sample:
     router_wait_s: float
     turn_index: int = 0
     engine: str = ""
-    session_start_s: float = 0.0  # with user and turn_index: the same turn under every policy
+    session_index: int = 0  # the user's nth session: with user and turn_index, the same turn
+    # under every policy
 
 
 @dataclass(frozen=True)
@@ -132,7 +133,7 @@ async def _simulate(scenario: Scenario, policy: str, seed: int) -> Result:
     end_s = clock.now() + scenario.duration_s
 
     async def run_user(user_sessions: list[Session]) -> None:
-        for session in user_sessions:
+        for session_index, session in enumerate(user_sessions):
             # a person opens the next chat a few seconds after the last reply at the earliest
             await asyncio.sleep(max(open_after_s, session.start_s - clock.now()))
             for index, turn in enumerate(session.turns):
@@ -155,7 +156,7 @@ async def _simulate(scenario: Scenario, policy: str, seed: int) -> Result:
                         routed.router_wait_s,
                         index,
                         routed.engine.spec.name,
-                        session.start_s,
+                        session_index,
                     )
                 )
                 engine_of_turn[f"{session.user}@{session.start_s:.0f}"].append(
