@@ -12,6 +12,7 @@ from pharos.sim import (
     BASELINES,
     SCENARIOS,
     class_table,
+    moves,
     simulate,
     table,
     ttft_cdf_svg,
@@ -44,6 +45,12 @@ def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds (default 1,2,3)")
     parser.add_argument(
         "--duration", type=float, default=None, help="virtual seconds per run (default: 600)"
+    )
+    parser.add_argument(
+        "--moves",
+        action="store_true",
+        help="after each scenario, per seed: the follow-ups cost sent to another engine than "
+        "the turn before, and their cached tokens and TTFT against the same turns under sticky",
     )
     parser.add_argument(
         "--plot", metavar="DIR", default=None, help="write a TTFT CDF SVG per scenario"
@@ -114,6 +121,8 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
             lines, lost = verdict(results, "cost", baselines, strictly_beats=strictly)
             losses += lost
             out.write(f"verdict:\n{lines}\n\n")
+        if args.moves and "cost" in policies and "sticky" in policies:
+            out.write(f"moves:\n{moves(results, 'cost', 'sticky')}\n\n")
         if args.plot is not None:
             path = Path(args.plot) / f"sim-{name}.svg"
             path.parent.mkdir(parents=True, exist_ok=True)

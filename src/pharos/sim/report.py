@@ -148,3 +148,45 @@ def verdict(
         against += f", strictly under {strictly_beats} on p50 and p95"
     lines.append(f"{policy} against {against}: loses {losses} of {compared} comparisons")
     return "\n".join(lines), losses
+
+
+def moved_turns(result: Result) -> list[Sample]:
+    """The follow-ups served by another engine than the conversation's turn before (a
+    classifier call stands alone: never a follow-up)."""
+    last_engine: dict[tuple[str, int, str], tuple[int, str]] = {}
+    moved: list[Sample] = []
+    for sample in sorted(result.samples, key=lambda s: (s.user, s.session_index, s.turn_index)):
+        conversation = (sample.user, sample.session_index, sample.klass)
+        before = last_engine.get(conversation)
+        if before is not None and before[1] != sample.engine and sample.klass != "classifier":
+            moved.append(sample)
+        last_engine[conversation] = (sample.turn_index, sample.engine)
+    return moved
+
+
+def moves(results: Sequence[Result], policy: str, against: str) -> str:
+    """Per seed, what `policy`'s moves bought or lost against the same turns under `against`:
+    how many follow-ups moved, the cached tokens and TTFT of those turns in both runs (sticky
+    never moves a conversation, so each of its turns is what staying would have given)."""
+    by_key = {(r.policy, r.seed): r for r in results}
+    lines: list[str] = []
+    for seed in sorted({r.seed for r in results}):
+        mine, other = by_key.get((policy, seed)), by_key.get((against, seed))
+        if mine is None or other is None:
+            continue
+        theirs = {_turn_key(s): s for s in other.samples}
+        moved = moved_turns(mine)
+        follow_ups = sum(1 for s in mine.samples if s.turn_index > 0 and s.klass != "classifier")
+        paired = [(s, theirs[_turn_key(s)]) for s in moved if _turn_key(s) in theirs]
+        line = f"seed {seed}: {policy} moved {len(moved)} of {follow_ups} follow-ups"
+        if paired:
+            cached = sum(a.cached_tokens for a, _ in paired)
+            their_cached = sum(b.cached_tokens for _, b in paired)
+            ttft = sum(a.ttft_s for a, _ in paired)
+            their_ttft = sum(b.ttft_s for _, b in paired)
+            line += (
+                f"; on the {len(paired)} {against} also served: {cached} cached tokens vs "
+                f"{their_cached}, TTFT summed {ttft:.2f} s vs {their_ttft:.2f} s"
+            )
+        lines.append(line)
+    return "\n".join(lines)

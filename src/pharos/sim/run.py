@@ -159,9 +159,7 @@ async def _simulate(scenario: Scenario, policy: str, seed: int) -> Result:
                         session_index,
                     )
                 )
-                engine_of_turn[f"{session.user}@{session.start_s:.0f}"].append(
-                    routed.engine.spec.name
-                )
+                engine_of_turn[f"{session.user}#{session_index}"].append(routed.engine.spec.name)
                 assert clock.now() >= sent_s
                 for which in range(session.side_calls):
                     side = build_side_request(session, index, which)
