@@ -51,3 +51,11 @@ def test_the_moves_flag_prints_a_line_per_seed(capsys: pytest.CaptureFixture[str
     block = out.split("moves:\n", 1)[1].split("\n\n", 1)[0].splitlines()
     assert [line.split(":")[0] for line in block] == ["seed 1", "seed 2"]
     assert all(" cost moved " in line for line in block)
+
+
+def test_moves_without_cost_and_sticky_is_an_error_not_silence(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    status = main(["sim", "-s", "chat", "--policies", "cost,round-robin", "--moves"])
+    assert status == 2
+    assert "--moves compares cost with sticky" in capsys.readouterr().err

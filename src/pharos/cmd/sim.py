@@ -94,6 +94,9 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
     if args.duration is not None and not 0 < args.duration <= 86_400:
         err.write("pharos sim: --duration: a number of seconds from 1 to 86400\n")
         return 2
+    if args.moves and not {"cost", "sticky"} <= set(policies):
+        err.write("pharos sim: --moves compares cost with sticky: give both in --policies\n")
+        return 2
     losses = 0
     for name in names:
         scenario = SCENARIOS[name]
@@ -121,7 +124,7 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
             lines, lost = verdict(results, "cost", baselines, strictly_beats=strictly)
             losses += lost
             out.write(f"verdict:\n{lines}\n\n")
-        if args.moves and "cost" in policies and "sticky" in policies:
+        if args.moves:
             out.write(f"moves:\n{moves(results, 'cost', 'sticky')}\n\n")
         if args.plot is not None:
             path = Path(args.plot) / f"sim-{name}.svg"
