@@ -3,6 +3,7 @@ and a hit-ratio loss shown over the turns both runs served."""
 
 import pytest
 
+from pharos.cmd.main import main
 from pharos.sim import SCENARIOS, Result, Sample, simulate, verdict
 
 
@@ -68,3 +69,15 @@ def test_each_turn_of_a_run_is_told_apart_from_every_other_by_user_session_and_t
     keys = [(s.user, s.session_index, s.turn_index) for s in result.samples]
     assert len(keys) == len(set(keys))
     assert max(s.session_index for s in result.samples) > 0
+
+
+def test_where_engines_differ_a_verdict_without_sticky_says_it_did_not_judge_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["sim", "-s", "hetero", "--policies", "cost,round-robin", "--seeds", "1"]
+    main([*argv, "--duration", "60", "--verdict"])
+    assert "cost against sticky is not judged, no sticky run" in capsys.readouterr().out
+    main(["sim", "-s", "hetero", "--policies", "cost,sticky", "--seeds", "1", "--duration",
+          "60", "--verdict"])  # fmt: skip
+    out = capsys.readouterr().out
+    assert "strictly under sticky on p50 and p95" in out and "not judged" not in out

@@ -123,6 +123,8 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
             strictly = "sticky" if scenario.engines_differ and "sticky" in baselines else None
             lines, lost = verdict(results, "cost", baselines, strictly_beats=strictly)
             losses += lost
+            if scenario.engines_differ and strictly is None:
+                lines += "\n(its engines differ: cost against sticky is not judged, no sticky run)"
             out.write(f"verdict:\n{lines}\n\n")
         if args.moves:
             out.write(f"moves:\n{moves(results, 'cost', 'sticky')}\n\n")
