@@ -79,6 +79,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         default=0.25,
         help="multiplies the sessions' think times (default 0.25: 1.25-7.5 s)",
     )
+    parser.add_argument(
+        "--echo",
+        action="store_true",
+        help="send the engine's own reply back as the assistant message, as chat UIs do "
+        "(default: the session's answer, the same history under every policy)",
+    )
     parser.add_argument("--out", type=Path, help="also append every turn to this JSON-lines file")
     parser.add_argument(
         "--logs", type=Path, help="keep the engines' logs here (default: a temp dir)"
@@ -119,7 +125,8 @@ async def _fleet(args: argparse.Namespace, name: str, log_dir: Path) -> None:
         f"\n### fleet {name}: {fleet.about}\n"
         f"{os.cpu_count()} cores; {args.users} users back to back, {args.sessions} sessions "
         f"(seed {args.seed}, at most {max(len(c.turns) for c in convs)} turns each, think "
-        f"x{args.think_scale:g}), {args.duration:.0f} s per policy; "
+        f"x{args.think_scale:g}{', replies echoed' if args.echo else ''}), "
+        f"{args.duration:.0f} s per policy; "
         f"pharos from {Path(pharos.__file__).parent}",
         flush=True,
     )
@@ -129,7 +136,9 @@ async def _fleet(args: argparse.Namespace, name: str, log_dir: Path) -> None:
         for policy in order:
             print(f"  {name} run {repeat + 1}: {policy} for {args.duration:.0f} s", file=sys.stderr)
             tag = f"{name}-{repeat}-{policy}"
-            run = await run_policy(policy, fleet, convs, args.duration, log_dir, tag)
+            run = await run_policy(
+                policy, fleet, convs, args.duration, log_dir, tag, echo=args.echo
+            )
             runs.append(run)
             if args.out is not None:
                 _write_turns(args.out, name, repeat, run)

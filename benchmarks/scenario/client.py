@@ -28,6 +28,7 @@ class Reply:
     cached_tokens: int | None  # None: the engine's timings never came
     prefilled_tokens: int | None
     prompt_ms: float | None = None  # the engine's prefill time for prefilled_tokens
+    text: str = ""  # what the engine generated (the deltas' content, joined)
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ async def chat(
     ttft: float | None = None
     cached = prefilled = None
     prompt_ms: float | None = None
+    pieces: list[str] = []
     headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
     async with http.post(base + "/v1/chat/completions", data=body, headers=headers) as reply:
         if reply.status != 200:
@@ -84,13 +86,18 @@ async def chat(
             chunk = msgspec.json.decode(line[6:], type=_Chunk)
             if ttft is None and any(c.get("delta") for c in chunk.choices):
                 ttft = time.perf_counter() - sent
+            for choice in chunk.choices:
+                delta = choice.get("delta")
+                content = delta.get("content") if isinstance(delta, dict) else None
+                if isinstance(content, str):
+                    pieces.append(content)
             if chunk.timings is not None:
                 cached = int(chunk.timings["cache_n"]) if "cache_n" in chunk.timings else None
                 prefilled = int(chunk.timings["prompt_n"]) if "prompt_n" in chunk.timings else None
                 prompt_ms = chunk.timings.get("prompt_ms")
         echoed = reply.headers.get("X-Request-Id")
     ttft_s = time.perf_counter() - sent if ttft is None else ttft
-    return Reply(ttft_s, cached, prefilled, prompt_ms), echoed
+    return Reply(ttft_s, cached, prefilled, prompt_ms, "".join(pieces)), echoed
 
 
 Route = Callable[[Conversation], str]
@@ -111,9 +118,12 @@ async def replay(
     started: float,
     end_at: float,
     out: list[TurnResult],
+    echo: bool = False,
 ) -> None:
     """Replay one user's conversations in order; a failed turn ends its conversation (its
-    history would differ from every other policy's) and the user goes on to the next."""
+    history would differ from every other policy's) and the user goes on to the next.
+    `echo`: the history holds the reply the engine generated, as chat UIs send it back;
+    else the session's own (ShareGPT's answer: the same history under every policy)."""
     for conv in mine:
         if conv.start_s is not None and not await _sleep_until(started + conv.start_s, end_at):
             return
@@ -160,4 +170,5 @@ async def replay(
                     conv.bypasses_router,
                 )
             )
-            messages.append({"role": "assistant", "content": turn.reply_text})
+            answer = reply.text if echo else turn.reply_text
+            messages.append({"role": "assistant", "content": answer})

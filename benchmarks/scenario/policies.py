@@ -70,6 +70,7 @@ async def _traffic(
     route: Route,
     http: aiohttp.ClientSession,
     duration_s: float,
+    echo: bool,
 ) -> list[TurnResult]:
     by_user: dict[str, list[Conversation]] = {}
     for conv in conversations:
@@ -78,7 +79,10 @@ async def _traffic(
     started = time.monotonic()
     end_at = started + duration_s
     await asyncio.gather(
-        *(replay(policy, mine, route, http, started, end_at, out) for mine in by_user.values())
+        *(
+            replay(policy, mine, route, http, started, end_at, out, echo)
+            for mine in by_user.values()
+        )
     )
     return out
 
@@ -90,6 +94,7 @@ async def run_policy(
     duration_s: float,
     log_dir: Path,
     tag: str,
+    echo: bool = False,
 ) -> PolicyRun:
     async with fleet_running(fleet, log_dir, tag) as bases:
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
@@ -97,10 +102,10 @@ async def run_policy(
             load_before = os.getloadavg()[0]
             began = time.monotonic()
             if policy.startswith("pharos-"):
-                turns = await _through_pharos(policy, bases, conversations, http, duration_s)
+                turns = await _through_pharos(policy, bases, conversations, http, duration_s, echo)
             else:
                 route = _direct_route(policy, bases, bases[0])
-                turns = await _traffic(policy, conversations, route, http, duration_s)
+                turns = await _traffic(policy, conversations, route, http, duration_s, echo)
             wall_s = time.monotonic() - began
     loads = model_loads(fleet, log_dir, tag)
     return PolicyRun(
@@ -114,6 +119,7 @@ async def _through_pharos(
     conversations: list[Conversation],
     http: aiohttp.ClientSession,
     duration_s: float,
+    echo: bool,
 ) -> list[TurnResult]:
     served: dict[str, RequestDone] = {}
 
@@ -131,7 +137,7 @@ async def _through_pharos(
         def base_for(conv: Conversation) -> str:
             return bases[0] if conv.bypasses_router else pharos_base
 
-        turns = await _traffic(policy, conversations, base_for, http, duration_s)
+        turns = await _traffic(policy, conversations, base_for, http, duration_s, echo)
     return [
         t if t.sent_to != pharos_base else _as_served(t, served.get(t.request_id)) for t in turns
     ]

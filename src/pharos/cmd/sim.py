@@ -12,6 +12,7 @@ from pharos.sim import (
     BASELINES,
     SCENARIOS,
     class_table,
+    moves,
     simulate,
     table,
     ttft_cdf_svg,
@@ -46,13 +47,20 @@ def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
         "--duration", type=float, default=None, help="virtual seconds per run (default: 600)"
     )
     parser.add_argument(
+        "--moves",
+        action="store_true",
+        help="after each scenario, per seed: the follow-ups cost sent to another engine than "
+        "the turn before, and their cached tokens and TTFT against the same turns under sticky",
+    )
+    parser.add_argument(
         "--plot", metavar="DIR", default=None, help="write a TTFT CDF SVG per scenario"
     )
     parser.add_argument(
         "--verdict",
         action="store_true",
         help="after each scenario, say per seed whether cost is at least as good as the best "
-        "baseline run on hit ratio, TTFT p50 and p95; exit 1 if it loses any",
+        "baseline run on hit ratio, TTFT p50 and p95 and, where the engines differ in speed or "
+        "load, strictly better than sticky on p50 and p95; exit 1 if it loses any",
     )
 
 
@@ -86,6 +94,9 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
     if args.duration is not None and not 0 < args.duration <= 86_400:
         err.write("pharos sim: --duration: a number of seconds from 1 to 86400\n")
         return 2
+    if args.moves and not {"cost", "sticky"} <= set(policies):
+        err.write("pharos sim: --moves compares cost with sticky: give both in --policies\n")
+        return 2
     losses = 0
     for name in names:
         scenario = SCENARIOS[name]
@@ -109,9 +120,14 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
                     "pharos sim: --verdict needs cost and at least one baseline in --policies\n"
                 )
                 return 2
-            lines, lost = verdict(results, "cost", baselines)
+            strictly = "sticky" if scenario.engines_differ and "sticky" in baselines else None
+            lines, lost = verdict(results, "cost", baselines, strictly_beats=strictly)
             losses += lost
+            if scenario.engines_differ and strictly is None:
+                lines += "\n(its engines differ: cost against sticky is not judged, no sticky run)"
             out.write(f"verdict:\n{lines}\n\n")
+        if args.moves:
+            out.write(f"moves:\n{moves(results, 'cost', 'sticky')}\n\n")
         if args.plot is not None:
             path = Path(args.plot) / f"sim-{name}.svg"
             path.parent.mkdir(parents=True, exist_ok=True)

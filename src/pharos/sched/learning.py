@@ -176,5 +176,6 @@ def prefix_outcome(predicted: int | None, cached_tokens: int | None) -> PrefixOu
     if cached_tokens is None:
         return "unknown"
     if predicted is not None and predicted > 0:
-        return "wrong_prediction" if cached_tokens * 2 < predicted else "predicted_hit"
+        wrong = is_wrong_prediction(predicted, cached_tokens)
+        return "wrong_prediction" if wrong else "predicted_hit"
     return "unpredicted_hit" if cached_tokens > 0 else "miss"

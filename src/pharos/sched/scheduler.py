@@ -331,7 +331,8 @@ class Scheduler:
 
     # ---- release and learning -------------------------------------------------------------
 
-    def _release(self, lease: Lease, feedback: Feedback, used: bool) -> None:
+    def _release(self, lease: Lease, feedback: Feedback, used: bool) -> int | None:
+        """Returns the prediction the reply was judged by (the lease's `prefix` stage)."""
         target_id = lease.target.target_id
         key, side_call = self._lease_keys.pop(id(lease), ("", True))
         left = self._local.get(target_id, 0) - 1
@@ -347,7 +348,8 @@ class Scheduler:
                     self._reply_end_of_key[key] = now
                 if feedback.succeeded:
                     self._remember_slot(lease, now, side_call)
-                self._learn(lease, feedback)
+                return self._learn(lease, feedback)
+            return None
         finally:
             self._serve()
 
@@ -369,11 +371,11 @@ class Scheduler:
         finished = self._finished[target_id] = deque(kept, maxlen=lease.candidate.capacity)
         finished.append((now, lease.request.prompt_tokens, chain.hashes[-1]))
 
-    def _learn(self, lease: Lease, feedback: Feedback) -> None:
+    def _learn(self, lease: Lease, feedback: Feedback) -> int | None:
         request = lease.request
         target_id = lease.target.target_id
         if request.control:
-            return
+            return None
         samples = samples_from(feedback, lease.dispatch, control=False)
         queued_s = engine_queued_sample(feedback, lease.dispatch)
         if queued_s is not None:
@@ -390,7 +392,7 @@ class Scheduler:
             self._targets.reply_succeeded(target_id, self._clock.now())
         chain = request.chain
         if chain is None or not chain.hashes:
-            return
+            return None
         judged_tokens = lease.predicted_tokens
         if lease.predicted is not None:  # tools counted or not, per target (prefix/tools.py)
             recorded_bytes = without_reply_credit(lease.predicted.matched_bytes, chain)
@@ -405,7 +407,7 @@ class Scheduler:
         elif action is PrefixAction.CORRECT:
             self._prefix.correct(chain, target_id)
         else:
-            return
+            return judged_tokens
         if self._on_prefix_op is not None:
             self._on_prefix_op(
                 PrefixOp(
@@ -415,6 +417,7 @@ class Scheduler:
                     remove=action is PrefixAction.CORRECT,
                 )
             )
+        return judged_tokens
 
     # ---- peers and introspection ----------------------------------------------------------
 

@@ -2,7 +2,7 @@
 against simulated engines on virtual time, beside the baseline routers it must beat."""
 
 from pharos.sim.plot import ttft_cdf_svg
-from pharos.sim.report import class_table, table, verdict
+from pharos.sim.report import class_table, moves, table, verdict
 from pharos.sim.routers import BASELINES, PHAROS_POLICIES
 from pharos.sim.run import Result, Sample, Scenario, simulate
 from pharos.sim.scenarios import SCENARIOS
@@ -18,6 +18,7 @@ __all__ = [
     "Sample",
     "Scenario",
     "class_table",
+    "moves",
     "simulate",
     "table",
     "ttft_cdf_svg",

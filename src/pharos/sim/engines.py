@@ -53,6 +53,11 @@ class HostSpec:
     contention: float = 0.5  # each other running request slows a new one by this share
     shared_cache_tokens: int = 32_768
     host_cache_tokens: int = 0  # llama.cpp --cache-ram: slot contents saved to host memory
+    cache_idle_slots: bool = True
+    """llama.cpp b11312's --cache-idle-slots (its --help: "save idle slots to the prompt cache
+    on new task", default enabled, needs --cache-ram): after each task takes its slot, every
+    idle slot is saved to the host cache (server-context.cpp, llama-cpp-python 0.3.36's
+    vendored copy with the same help text); without a unified KV (-np 2 set) none is cleared."""
 
     @property
     def cache_mode(self) -> CacheMode:
@@ -237,6 +242,10 @@ class SimEngine:
         elif matched == 0:
             best = min(free, key=lambda s: s.last_used_s)
         best.busy = True
+        if self.spec.flavour is Flavour.LLAMACPP and self.spec.cache_idle_slots:
+            for slot in self._slots:
+                if not slot.busy:
+                    self._save_to_host(slot)
         return best
 
     def _llamacpp_slot(self, free: list[_Slot], prompt: Prompt) -> _Slot:
@@ -358,8 +367,16 @@ class SimEngine:
                 slot.hashes, slot.cum_tokens = (), ()
 
     def _save_to_host(self, slot: _Slot) -> None:
+        """server_prompt_cache::alloc: a prompt the cache already holds whole is skipped, and
+        entries the new one contains are dropped; the oldest go first when over the limit."""
         if self.spec.host_cache_tokens <= 0 or not slot.hashes:
             return
+        held = slot.hashes
+        if any(hashes[: len(held)] == held for hashes, _ in self._host_cache):
+            return
+        self._host_cache = deque(
+            (hashes, tokens) for hashes, tokens in self._host_cache if held[: len(hashes)] != hashes
+        )
         self._host_cache.append((slot.hashes, slot.cum_tokens))
         while sum(t[-1] for _, t in self._host_cache) > self.spec.host_cache_tokens:
             self._host_cache.popleft()

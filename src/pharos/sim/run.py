@@ -38,6 +38,9 @@ class Scenario:
     shared_key: bool = False
     """Every user sends with one API key, as through `make scenario`'s Pharos (no keys
     configured: one anonymous key) or one Open WebUI; else each user has its own."""
+    engines_differ: bool = False
+    """The engines differ in speed or in load the router can't see: where issue 15 asks cost
+    to be strictly better than sticky sessions (`pharos sim --verdict`)."""
 
     def sessions(self, seed: int) -> list[Session]:
         if self.source == "sharegpt":
@@ -66,6 +69,8 @@ class Sample:
     router_wait_s: float
     turn_index: int = 0
     engine: str = ""
+    session_index: int = 0  # the user's nth session: with user and turn_index, the same turn
+    # under every policy
 
 
 @dataclass(frozen=True)
@@ -128,7 +133,7 @@ async def _simulate(scenario: Scenario, policy: str, seed: int) -> Result:
     end_s = clock.now() + scenario.duration_s
 
     async def run_user(user_sessions: list[Session]) -> None:
-        for session in user_sessions:
+        for session_index, session in enumerate(user_sessions):
             # a person opens the next chat a few seconds after the last reply at the earliest
             await asyncio.sleep(max(open_after_s, session.start_s - clock.now()))
             for index, turn in enumerate(session.turns):
@@ -151,11 +156,10 @@ async def _simulate(scenario: Scenario, policy: str, seed: int) -> Result:
                         routed.router_wait_s,
                         index,
                         routed.engine.spec.name,
+                        session_index,
                     )
                 )
-                engine_of_turn[f"{session.user}@{session.start_s:.0f}"].append(
-                    routed.engine.spec.name
-                )
+                engine_of_turn[f"{session.user}#{session_index}"].append(routed.engine.spec.name)
                 assert clock.now() >= sent_s
                 for which in range(session.side_calls):
                     side = build_side_request(session, index, which)

@@ -51,12 +51,14 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 "as chat, and a client loading e0 directly, unseen by the router",
                 (_cpu("e0"), _cpu("e1")),
                 Mix(chat_users=6, noise_users=2),
+                engines_differ=True,
             ),
             Scenario(
                 "hetero",
                 "a fast and a slow host (3x apart), six chat users",
                 (_cpu("fast", 2.0), _cpu("slow", 2.0 / 3.0)),
                 Mix(chat_users=6),
+                engines_differ=True,
             ),
             Scenario(
                 "agents",
@@ -103,6 +105,7 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 (_cpu("e0"), _cpu("e1")),
                 Mix(chat_users=6, noise_users=1),
                 source="sharegpt",
+                engines_differ=True,
             ),
             Scenario(
                 "real-equal",
@@ -125,6 +128,7 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 source="scenario",
                 think_scale=0.5,
                 shared_key=True,
+                engines_differ=True,
             ),
             Scenario(
                 "real-speed",
@@ -136,6 +140,7 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 source="scenario",
                 think_scale=0.5,
                 shared_key=True,
+                engines_differ=True,
             ),
             Scenario(
                 "sharegpt-hetero",
@@ -143,6 +148,7 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 (_cpu("fast", 2.0), _cpu("slow", 2.0 / 3.0)),
                 Mix(chat_users=6),
                 source="sharegpt",
+                engines_differ=True,
             ),
         )
     }
