@@ -211,8 +211,8 @@ def ask_for_usage(body: bytes, *, has_stream_options: bool) -> bytes:
     """
     if not has_stream_options:
         after = body.index(b"{") + 1
-        whole = memoryview(body)  # one copy of the body, not three (1.7 -> 1.2 µs on 32 KiB)
-        return b"".join((whole[:after], _USAGE_OPTION, whole[after:]))
+        view = memoryview(body)  # one copy of the body, not three (1.7 -> 1.2 µs on 32 KiB)
+        return b"".join((view[:after], _USAGE_OPTION, view[after:]))
     whole = _decode_whole(body)
     options = whole.get("stream_options")
     kept = options if isinstance(options, dict) else {}
