@@ -16,6 +16,8 @@ import types
 
 import msgspec
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from pharos.prefix import chain
 from pharos.prefix.chain import (
@@ -193,3 +195,31 @@ def test_a_c_build_that_disagrees_with_chain_py_is_never_used(
 def test_pure_python_is_chosen_when_asked(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(chain.PURE_ENV, "1")
     assert chain._load_native() == (None, f"{chain.PURE_ENV}=1")
+
+
+_ROLES = st.sampled_from([*_KNOWN_TEXT_PREFIXES, "odd", "USER", "user "])
+_CONTENTS = st.one_of(
+    st.text(),  # any code point, lone surrogates included
+    st.text(alphabet=st.characters(codec="utf-8")),
+    st.none(),
+    st.binary(max_size=64),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    messages=st.lists(st.tuples(_ROLES, _CONTENTS), min_size=1, max_size=40),
+    model=st.text(max_size=20),
+)
+def test_any_chat_chains_the_same_whichever_build_runs(
+    messages: list[tuple[str, object]], model: str
+) -> None:
+    """Hypothesis: every role and content shape the parse can hand over, the C build's links
+    (or its fall back to Python) equal the Python loop's."""
+    previous = _root(_KIND_CHAT, model, None)
+    expected = python_links(previous, messages, 0)
+    got = chain_for_chat(model, None, messages)
+    assert (got.hashes, got.cum_bytes) == expected
+    if _chainc is not None:
+        native = _chainc.chat_links(previous, messages, _KNOWN_TEXT_PREFIXES, 0)
+        assert native is None or native == expected
