@@ -89,3 +89,24 @@ async def test_a_body_whole_or_in_pieces_reads_the_same_and_keeps_its_bounds(
     if expected == 200:
         assert reply.decode() == hashlib.sha256(body).hexdigest()
     assert budget.held_bytes == 0  # given back whichever way it was read
+
+
+async def test_a_client_that_waits_for_100_continue_sends_its_body_after_and_it_is_read_whole(
+    app_and_base: tuple[BodyBudget, str],
+) -> None:
+    """curl sends `Expect: 100-continue` before a large body: nothing of the body is there when
+    the handler starts, so it is read as it arrives."""
+    budget, base = app_and_base
+    body = b'{"model":"m","messages":[' + b'{"role":"user","content":"x"},' * 1000 + b"{}]}"
+    reader, writer = await connect(base)
+    writer.write(HEAD + f"Content-Length: {len(body)}\r\nExpect: 100-continue\r\n\r\n".encode())
+    await writer.drain()
+    interim = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), BOUND_S)
+    assert interim.startswith(b"HTTP/1.1 100 Continue")
+    writer.write(body)
+    await writer.drain()
+    status, _, reply = await reply_of(reader)
+    writer.close()
+    assert status == 200
+    assert reply.decode() == hashlib.sha256(body).hexdigest()
+    assert budget.held_bytes == 0
