@@ -3,11 +3,11 @@ PYTHON ?= python3.11
 VENV   := .venv
 BIN    := $(VENV)/bin
 
-.PHONY: install demo serve browser promtool check lint unit live test bench bench-compare support clean wheel
+.PHONY: install demo serve browser promtool check lint unit live test bench bench-compare bench-profile support clean wheel
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml setup.py $(wildcard src/pharos/policy/*.py) src/pharos/sched/candidates.py src/pharos/state/view.py
+$(VENV)/.installed: pyproject.toml setup.py $(wildcard src/pharos/policy/*.py) src/pharos/sched/candidates.py src/pharos/state/view.py src/pharos/prefix/_chainc.c
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
@@ -56,6 +56,9 @@ bench: install         ## prints `bench NAME p50_us=N p99_us=N` lines
 
 bench-compare: install ## Pharos, a bare aiohttp pass-through and LiteLLM 1.110.2 side by side, c=1 and c=32
 	bash scripts/bench/compare.sh
+
+bench-profile: install ## instructions per request under callgrind (ARGS="--spy FILE": py-spy shares at c=32)
+	bash scripts/bench/profile.sh $(ARGS)
 
 .PHONY: scenario
 scenario: install      ## issue 15 on real llama-servers: Pharos vs round-robin vs sticky (ARGS="--help"; needs scripts/engines/install-all.sh)

@@ -13,7 +13,7 @@ import os
 import sys
 from typing import Any
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 COMPILED = [
@@ -63,4 +63,15 @@ def _ext_modules() -> list[Any]:
         return []
 
 
-setup(ext_modules=_ext_modules(), cmdclass={"build_ext": OptionalBuildExt})
+NATIVE = [
+    Extension("pharos.prefix._chainc", ["src/pharos/prefix/_chainc.c"], optional=True),
+]
+"""Plain C, no mypyc: the chat chain's links (prefix/_chainc.c; prefix/chain.py falls back to its
+Python loop without it). 194-message 32 KiB chat: ~170-250 -> ~35 µs."""
+
+
+def _native_modules() -> list[Any]:
+    return [] if os.environ.get("PHAROS_MYPYC", "1") == "0" else list(NATIVE)
+
+
+setup(ext_modules=_ext_modules() + _native_modules(), cmdclass={"build_ext": OptionalBuildExt})

@@ -209,3 +209,32 @@ async def test_the_raw_client_sends_once_more_when_an_idle_connection_was_just_c
     finally:
         client.close()
         server.close()
+
+
+def _profile_module() -> Any:
+    spec = importlib.util.spec_from_file_location("bench_profile", BENCHMARKS / "profile_proxy.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_profile_shares_count_each_function_once_per_stack_and_leave_idle_threads_out(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    raw = tmp_path / "spy.txt"
+    raw.write_text(
+        "run (a.py:1);handle (b.py:2);parse (c.py:3) 6\n"
+        "run (a.py:1);handle (b.py:2);handle (b.py:9) 2\n"  # recursion: counted once
+        "run (a.py:1);handle (b.py:2) 2\n"
+        "_bootstrap (threading.py:1);_worker (concurrent/futures/thread.py:83) 90\n"
+    )
+    _profile_module().shares(raw, 10)
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == "# 10 samples; share of them, inclusive then self"
+    assert "inclusive 100.0% handle (b.py" in out
+    assert "inclusive  60.0% parse (c.py" in out
+    assert "self  60.0% parse (c.py" in out
+    assert "self  40.0% handle (b.py" in out
+    assert not [line for line in out if "_worker" in line or "threading" in line]

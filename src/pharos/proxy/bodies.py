@@ -96,11 +96,21 @@ async def read_body(request: web.Request, *, max_bytes: int, timeout_s: float) -
         raise too_large(max_bytes)
     if hold is not None and declared is not None:
         hold.take(declared)  # refuse before reading a byte
+    content = request.content
+    if content.is_eof():
+        # The whole body came with the head (a 32 KiB chat on loopback): nothing to wait for, so
+        # no timer and no iterator (measured in pharos serve: 25 -> 3 µs a 32 KiB body).
+        whole = content.read_nowait()
+        if len(whole) > max_bytes:
+            raise too_large(max_bytes)
+        if hold is not None and len(whole) > hold.bytes:
+            hold.take(len(whole) - hold.bytes)
+        return whole
     chunks: list[bytes] = []
     size = 0
     try:
         async with asyncio.timeout(timeout_s):
-            async for chunk in request.content.iter_any():
+            async for chunk in content.iter_any():
                 size += len(chunk)
                 if size > max_bytes:
                     raise too_large(max_bytes)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from pharos.engine.usage import Usage
+from pharos.policy import Decision
 
 
 @dataclass(slots=True)
@@ -23,7 +24,7 @@ class RequestRecord:
     decisions: list[tuple[str, str]] = field(default_factory=list)
     target_key: str | None = None
     backend_url: str | None = None
-    reason: str = ""
+    decision: Decision | None = None  # the last lease's; its reason is built at finish()
     overhead_s: float | None = None
     queue_wait_s: float | None = None
     ttft_s: float | None = None
@@ -69,7 +70,7 @@ def finish(record: RequestRecord, status: int, now_s: float, wall_s: float) -> R
         decisions=tuple(record.decisions),
         target_key=record.target_key,
         backend_url=record.backend_url,
-        reason=record.reason,
+        reason="" if record.decision is None else record.decision.reason,
         overhead_s=record.overhead_s,
         queue_wait_s=record.queue_wait_s,
         ttft_s=record.ttft_s,
