@@ -17,7 +17,6 @@ import aiohttp
 
 from pharos.clock import Clock
 from pharos.engine.types import Residency
-from pharos.state.derive import target_view
 from pharos.state.logfollow import FollowLineFn, LogFeedOpener, SleepFn
 from pharos.state.records import BackendRuntime, TargetRecord
 from pharos.state.registry import TargetRegistry
@@ -26,6 +25,7 @@ from pharos.state.scraper import AliasFn, ResolveFn, ScrapeFn, Scraper, detach_t
 from pharos.state.spec import BackendSpec, BackendStatus, StateOptions, StatRecord
 from pharos.state.status import backend_status
 from pharos.state.view import TargetView
+from pharos.state.views import ViewCache
 
 
 class State:
@@ -55,6 +55,7 @@ class State:
         self._options = options
         self._on_round = on_round
         self._registry = TargetRegistry()
+        self._views = ViewCache(options)
         self._scraper = Scraper(
             clock,
             session,
@@ -208,9 +209,7 @@ class State:
         backend = self._backend_of(record)
         if backend is None:
             return None
-        return target_view(
-            record, backend, self._options, now, self._registry.restored_for(record.key)
-        )
+        return self._views.view(record, backend, self._registry.restored_for(record.key), now)
 
     def target(self, target_id: int, now: float) -> TargetView | None:
         record = self._registry.get(target_id)
@@ -227,9 +226,7 @@ class State:
             if backend is None or model not in backend.observed.listed:
                 continue
             views.append(
-                target_view(
-                    record, backend, self._options, now, self._registry.restored_for(record.key)
-                )
+                self._views.view(record, backend, self._registry.restored_for(record.key), now)
             )
         return views
 
