@@ -3,19 +3,21 @@ build (derive.target_view) would give, whatever is written and whenever it is re
 
 from __future__ import annotations
 
+import asyncio
 import math
+from dataclasses import replace
 from types import MappingProxyType
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pharos.engine.types import Load, ModelInfo, Residency, Snapshot
-from pharos.state import StateOptions
+from pharos.state import State, StateOptions, StatRecord, TargetView
 from pharos.state.derive import target_view
 from pharos.state.records import BackendRuntime, Observed, TargetRecord
 from pharos.state.stats import TargetStats
 from pharos.state.views import ViewCache, last_fresh_at
-from tests.state.fakes import URL, make_state, snap, spec
+from tests.state.fakes import URL, URL_B, make_state, snap, spec
 
 LOADED = Residency.LOADED
 OPTIONS = StateOptions(fast_interval_s=0.1, full_interval_s=0.3, scrape_timeout_s=0.05)
@@ -154,3 +156,111 @@ async def test_a_round_a_reply_or_time_past_the_staleness_bound_builds_a_new_vie
     (stale,) = h.state.targets_for_model("m", h.clock.now())
     assert stale.running is None
     assert stale.service_s == 2.0
+
+
+def _uncached(state: State, options: StateOptions, model: str, now: float) -> list[TargetView]:
+    """targets_for_model as it was before views were reused: every view derived afresh."""
+    registry = state._registry  # the reference reads State's own records, uncached
+    views = []
+    for target_id in registry.ids_of_model(model):
+        record = registry.get(target_id)
+        assert record is not None
+        url = record.backend_url
+        backend = state._backends.get(url) or state._removed.get(url)
+        if backend is None or target_id not in backend.target_ids:
+            continue
+        if model not in backend.observed.listed:
+            continue
+        views.append(target_view(record, backend, options, now, registry.restored_for(record.key)))
+    return views
+
+
+# What a pharos serve's State goes through, one step at a time: (step, argument)
+state_steps = st.one_of(
+    st.tuples(st.just("advance"), st.sampled_from([0.0, 0.01, 0.1, 0.29, 0.31, 0.9, 1.0])),
+    st.tuples(st.just("round"), st.sampled_from([URL, URL_B])),
+    st.tuples(st.just("engine"), st.tuples(st.sampled_from([URL, URL_B]), st.integers(0, 5))),
+    st.tuples(st.just("down"), st.sampled_from([URL, URL_B])),
+    st.tuples(st.just("silent"), st.sampled_from([URL, URL_B])),
+    st.tuples(st.just("eject"), st.sampled_from([URL, URL_B])),
+    st.tuples(st.just("reply"), st.integers(1, 4)),
+    st.tuples(st.just("restore"), st.floats(0.001, 1.0)),
+    st.tuples(st.just("backends"), st.sampled_from(["a", "b", "ab", "a2"])),
+    st.tuples(st.just("inflight"), st.integers(1, 4)),
+)
+
+ENGINE_STATES = [  # what a backend's next round reads, by number
+    ({"m": LOADED}, {"m": Load(running=1, capacity=4)}),
+    ({"m": Residency.COLD, "n": LOADED}, {"m": Load(running=0, waiting=2)}),
+    ({"n": LOADED}, {}),
+    ({"m": Residency.UNKNOWN}, {"": Load(running=3)}),
+    ({"m": LOADED, "n": Residency.COLD}, {"m": Load(kv_usage=0.7)}),
+    ({"m": LOADED}, {"m": Load(running=2, capacity=2)}),
+]
+BACKEND_SETS = {
+    "a": [spec()],
+    "b": [spec(URL_B)],
+    "ab": [spec(), spec(URL_B)],
+    "a2": [spec(capacity=2), spec(URL_B)],  # a changed spec: a new runtime for URL
+}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    script=st.lists(state_steps, min_size=1, max_size=40),
+    remembered_removed=st.sampled_from([0, 32]),  # 0: a removed backend is forgotten at once
+)
+def test_state_reads_the_same_views_as_an_uncached_derivation_after_any_history(
+    script: list[tuple[str, object]], remembered_removed: int
+) -> None:
+    options = replace(OPTIONS, remembered_removed=remembered_removed)
+
+    async def run() -> None:
+        h = make_state(options)
+        for url in (URL, URL_B):
+            models, loads = ENGINE_STATES[0]
+            h.engine.snapshots[url] = snap(models=models, loads=loads)
+        h.state.set_backends(BACKEND_SETS["ab"])
+        for step, arg in script:
+            if step == "advance":
+                assert isinstance(arg, float)
+                h.clock.advance(arg)
+            elif step == "round":
+                assert isinstance(arg, str)
+                await h.state.run_round(arg)
+            elif step == "engine":
+                assert isinstance(arg, tuple)
+                url, number = arg
+                models, loads = ENGINE_STATES[number]
+                h.engine.snapshots[url] = snap(models=models, loads=loads)
+                h.engine.down.discard(url)
+                h.engine.silent.discard(url)
+            elif step == "down":
+                assert isinstance(arg, str)
+                h.engine.down.add(arg)
+            elif step == "silent":
+                assert isinstance(arg, str)
+                h.engine.silent.add(arg)
+            elif step == "eject":
+                assert isinstance(arg, str)
+                h.state.eject(arg, "refused")
+            elif step == "reply":
+                assert isinstance(arg, int)
+                h.state.observe(arg, service_s=0.5 * arg, prefill_s_per_token=0.001)
+                h.state.reply_succeeded(arg, h.clock.now())
+            elif step == "restore":
+                assert isinstance(arg, float)
+                h.state.restore_stats([StatRecord(key=f"{URL} m", load_s=arg)])
+            elif step == "backends":
+                assert isinstance(arg, str)
+                h.state.set_backends(BACKEND_SETS[arg])
+            elif step == "inflight":
+                assert isinstance(arg, int)
+                h.inflight[arg] = 1 - h.inflight.get(arg, 0)
+            now = h.clock.now()
+            for model in ("m", "n"):
+                assert list(h.state.targets_for_model(model, now)) == _uncached(
+                    h.state, options, model, now
+                )
+
+    asyncio.run(run())

@@ -25,7 +25,7 @@ from pharos.state.scraper import AliasFn, ResolveFn, ScrapeFn, Scraper, detach_t
 from pharos.state.spec import BackendSpec, BackendStatus, StateOptions, StatRecord
 from pharos.state.status import backend_status
 from pharos.state.view import TargetView
-from pharos.state.views import ViewCache
+from pharos.state.views import ModelViews, ViewCache
 
 
 class State:
@@ -56,6 +56,8 @@ class State:
         self._on_round = on_round
         self._registry = TargetRegistry()
         self._views = ViewCache(options)
+        self._model_views: dict[str, ModelViews] = {}
+        self._layout = 0  # counts set_backends calls: which runtime serves each URL
         self._scraper = Scraper(
             clock,
             session,
@@ -129,6 +131,7 @@ class State:
             self._backends[url] = backend
             if self._started:
                 self._scraper.start(backend)
+        self._layout += 1
         if self._waiting_first_round is None:
             self._waiting_first_round = set(desired)
         self._check_ready()
@@ -217,18 +220,37 @@ class State:
 
     def targets_for_model(self, model: str, now: float) -> Sequence[TargetView]:
         """Every target whose backend lists the model now (up, down or draining)."""
-        views: list[TargetView] = []
-        for target_id in self._registry.ids_of_model(model):
-            record = self._registry.get(target_id)
-            if record is None:
-                continue
-            backend = self._backend_of(record)
-            if backend is None or model not in backend.observed.listed:
-                continue
-            views.append(
-                self._views.view(record, backend, self._registry.restored_for(record.key), now)
+        layout = (self._layout, self._registry.count_of_model(model), self._registry.restores)
+        views = self._model_views.get(model)
+        if views is None or views.layout != layout:
+            records = (
+                self._registry.get(target_id) for target_id in self._registry.ids_of_model(model)
             )
-        return views
+            views = self._model_views[model] = ModelViews(
+                layout,
+                [record for record in records if record is not None],
+                self._listed_view,
+                self._options,
+            )
+        return views.views(now)
+
+    def _listed_view(
+        self, record: TargetRecord, now: float
+    ) -> tuple[BackendRuntime | None, TargetView | None]:
+        """The runtime at the target's URL, and the view if it holds the target and lists the
+        model (ModelViews watches the runtime for the writes that change either)."""
+        url = record.backend_url
+        backend = self._backends.get(url) or self._removed.get(url)
+        if backend is None:
+            return None, None
+        if (
+            record.target_id not in backend.target_ids
+            or record.model not in backend.observed.listed
+        ):
+            return backend, None
+        return backend, self._views.view(
+            record, backend, self._registry.restored_for(record.key), now
+        )
 
     def targets_of_backend(self, backend_url: str, now: float) -> Sequence[TargetView]:
         backend = self._backends.get(backend_url) or self._removed.get(backend_url)

@@ -12,6 +12,7 @@ fresh; an acquire rebuilds only the views of targets that changed.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from pharos.state.derive import hold_bound_s, target_view
@@ -92,3 +93,74 @@ class ViewCache:
             valid_until(backend, self._options, now),
         )
         return view
+
+
+ListedView = Callable[[TargetRecord, float], tuple[BackendRuntime | None, TargetView | None]]
+"""State's: the backend runtime at the target's URL (None when State has none) and the view
+(None when that runtime doesn't hold the target or doesn't list the model now)."""
+
+
+@dataclass(slots=True)
+class _Entry:
+    record: TargetRecord
+    backend: BackendRuntime | None
+    record_version: int
+    backend_version: int
+    built_at: float
+    valid_until: float
+    view: TargetView | None
+
+
+class ModelViews:
+    """One model's views in target order, checked per target on each read: a target whose
+    record and backend weren't written and whose freshness window still holds keeps its view,
+    so a read re-derives only the targets that changed (a release writes one record, a scrape
+    round one backend). Built for a `layout` (State's set of backend runtimes, the number of
+    the model's targets, the registry's restores); State builds a new one when that moves."""
+
+    def __init__(
+        self,
+        layout: tuple[int, int, int],
+        records: Iterable[TargetRecord],
+        listed: ListedView,
+        options: StateOptions,
+    ) -> None:
+        self.layout = layout
+        self._listed = listed
+        self._options = options
+        self._entries = [
+            _Entry(record, None, -1, -1, math.inf, -math.inf, None) for record in records
+        ]
+        self._views: tuple[TargetView, ...] = ()
+
+    def views(self, now: float) -> list[TargetView]:
+        """A new list each read (0.2 µs at 64): the caller may keep or change it."""
+        changed = False
+        for entry in self._entries:
+            backend = entry.backend
+            if (
+                entry.built_at <= now <= entry.valid_until
+                and entry.record.version == entry.record_version
+                and (backend is None or backend.version == entry.backend_version)
+            ):
+                continue
+            changed = True
+            self._refresh(entry, now)
+        if changed:
+            self._views = tuple(entry.view for entry in self._entries if entry.view is not None)
+        return list(self._views)
+
+    def _refresh(self, entry: _Entry, now: float) -> None:
+        record = entry.record
+        backend, entry.view = self._listed(record, now)
+        entry.backend = backend
+        entry.record_version = record.version
+        if backend is None:  # no runtime at its URL: only a new layout brings one
+            entry.backend_version = -1
+            entry.built_at, entry.valid_until = -math.inf, math.inf
+            return
+        entry.backend_version = backend.version
+        if entry.view is None:  # not held or not listed: only a write to the runtime changes it
+            entry.built_at, entry.valid_until = -math.inf, math.inf
+        else:
+            entry.built_at, entry.valid_until = now, valid_until(backend, self._options, now)
