@@ -264,3 +264,40 @@ def test_state_reads_the_same_views_as_an_uncached_derivation_after_any_history(
                 )
 
     asyncio.run(run())
+
+
+async def test_restored_stats_reach_views_already_built() -> None:
+    h = make_state(OPTIONS)
+    h.engine.snapshots[URL] = snap(models={"m": LOADED}, loads={"m": Load(running=1)})
+    h.state.set_backends([spec()])
+    await h.state.run_round(URL)
+    (before,) = h.state.targets_for_model("m", h.clock.now())
+    assert before.load_s is None
+    h.state.restore_stats([StatRecord(key=f"{URL} m", load_s=0.5)])
+    (after,) = h.state.targets_for_model("m", h.clock.now())
+    assert after.load_s == 0.5
+
+
+async def test_a_model_leaving_and_rejoining_one_backend_list_leaves_the_other_backends_views() -> (
+    None
+):
+    h = make_state(OPTIONS)
+    h.engine.snapshots[URL] = snap(models={"m": LOADED})
+    h.engine.snapshots[URL_B] = snap(models={"m": LOADED})
+    h.state.set_backends([spec(), spec(URL_B)])
+    await h.state.run_round(URL)
+    await h.state.run_round(URL_B)
+    assert [v.backend_url for v in h.state.targets_for_model("m", h.clock.now())] == [URL, URL_B]
+
+    h.engine.snapshots[URL] = snap(models={"n": LOADED})
+    h.engine.snapshots[URL_B] = snap(models={"m": LOADED, "n": LOADED})
+    for _ in range(OPTIONS.rounds_per_full):  # up to the next full round: the model list
+        await h.state.run_round(URL)
+        await h.state.run_round(URL_B)
+    assert [v.backend_url for v in h.state.targets_for_model("m", h.clock.now())] == [URL_B]
+    assert [v.backend_url for v in h.state.targets_for_model("n", h.clock.now())] == [URL, URL_B]
+
+    h.engine.snapshots[URL] = snap(models={"m": LOADED})
+    for _ in range(OPTIONS.rounds_per_full):
+        await h.state.run_round(URL)
+    assert [v.backend_url for v in h.state.targets_for_model("m", h.clock.now())] == [URL, URL_B]

@@ -25,7 +25,7 @@ from pharos.state.scraper import AliasFn, ResolveFn, ScrapeFn, Scraper, detach_t
 from pharos.state.spec import BackendSpec, BackendStatus, StateOptions, StatRecord
 from pharos.state.status import backend_status
 from pharos.state.view import TargetView
-from pharos.state.views import ModelViews, ViewCache
+from pharos.state.views import BuiltView, ModelViews, ViewCache
 
 
 class State:
@@ -230,13 +230,12 @@ class State:
                 layout,
                 [record for record in records if record is not None],
                 self._listed_view,
-                self._options,
             )
         return views.views(now)
 
     def _listed_view(
         self, record: TargetRecord, now: float
-    ) -> tuple[BackendRuntime | None, TargetView | None]:
+    ) -> tuple[BackendRuntime | None, BuiltView | None]:
         """The runtime at the target's URL, and the view if it holds the target and lists the
         model (ModelViews watches the runtime for the writes that change either)."""
         url = record.backend_url
@@ -248,7 +247,7 @@ class State:
             or record.model not in backend.observed.listed
         ):
             return backend, None
-        return backend, self._views.view(
+        return backend, self._views.built(
             record, backend, self._registry.restored_for(record.key), now
         )
 

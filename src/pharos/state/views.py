@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from pharos.state.derive import hold_bound_s, target_view
 from pharos.state.records import BackendRuntime, TargetRecord
@@ -47,8 +48,10 @@ def valid_until(backend: BackendRuntime, options: StateOptions, now: float) -> f
     )
 
 
-@dataclass(frozen=True, slots=True)
-class BuiltView:
+class BuiltView(NamedTuple):
+    """A view and what it was built from. A NamedTuple: built on every write to a target, and
+    a frozen dataclass's __init__ cost 1.5 µs of that."""
+
     view: TargetView
     backend: BackendRuntime
     backend_version: int
@@ -72,6 +75,15 @@ class ViewCache:
         restored: TargetStats | None,
         now: float,
     ) -> TargetView:
+        return self.built(record, backend, restored, now).view
+
+    def built(
+        self,
+        record: TargetRecord,
+        backend: BackendRuntime,
+        restored: TargetStats | None,
+        now: float,
+    ) -> BuiltView:
         built = self._built.get(record.target_id)
         if (
             built is not None
@@ -81,10 +93,9 @@ class ViewCache:
             and built.backend_version == backend.version
             and built.restored is restored
         ):
-            return built.view
-        view = target_view(record, backend, self._options, now, restored)
-        self._built[record.target_id] = BuiltView(
-            view,
+            return built
+        built = self._built[record.target_id] = BuiltView(
+            target_view(record, backend, self._options, now, restored),
             backend,
             backend.version,
             record.version,
@@ -92,23 +103,22 @@ class ViewCache:
             now,
             valid_until(backend, self._options, now),
         )
-        return view
+        return built
 
 
-ListedView = Callable[[TargetRecord, float], tuple[BackendRuntime | None, TargetView | None]]
-"""State's: the backend runtime at the target's URL (None when State has none) and the view
-(None when that runtime doesn't hold the target or doesn't list the model now)."""
+ListedView = Callable[[TargetRecord, float], tuple[BackendRuntime | None, BuiltView | None]]
+"""State's: the backend runtime at the target's URL (None when State has none) and the built
+view (None when that runtime doesn't hold the target or doesn't list the model now)."""
 
 
 @dataclass(slots=True)
 class _Entry:
     record: TargetRecord
-    backend: BackendRuntime | None
+    backend: BackendRuntime | None  # the runtime at the record's URL
+    backend_version: int  # what the runtime was at when `built` was chosen
     record_version: int
-    backend_version: int
-    built_at: float
-    valid_until: float
-    view: TargetView | None
+    built: BuiltView | None  # None: not held or not listed there
+    position: int  # where its view sits in ModelViews' list, -1 when it has none
 
 
 class ModelViews:
@@ -119,48 +129,44 @@ class ModelViews:
     the model's targets, the registry's restores); State builds a new one when that moves."""
 
     def __init__(
-        self,
-        layout: tuple[int, int, int],
-        records: Iterable[TargetRecord],
-        listed: ListedView,
-        options: StateOptions,
+        self, layout: tuple[int, int, int], records: Iterable[TargetRecord], listed: ListedView
     ) -> None:
         self.layout = layout
         self._listed = listed
-        self._options = options
-        self._entries = [
-            _Entry(record, None, -1, -1, math.inf, -math.inf, None) for record in records
-        ]
-        self._views: tuple[TargetView, ...] = ()
+        self._entries = [_Entry(record, None, -1, -1, None, -1) for record in records]
+        self._views: list[TargetView] = []
+        self._placed = False  # positions and the list match the entries
 
     def views(self, now: float) -> list[TargetView]:
         """A new list each read (0.2 µs at 64): the caller may keep or change it."""
-        changed = False
+        views = self._views
+        placed = self._placed
         for entry in self._entries:
+            record = entry.record
             backend = entry.backend
+            built = entry.built
             if (
-                entry.built_at <= now <= entry.valid_until
-                and entry.record.version == entry.record_version
+                record.version == entry.record_version
                 and (backend is None or backend.version == entry.backend_version)
+                and (built is None or built.built_at <= now <= built.valid_until)
             ):
                 continue
-            changed = True
-            self._refresh(entry, now)
-        if changed:
-            self._views = tuple(entry.view for entry in self._entries if entry.view is not None)
-        return list(self._views)
-
-    def _refresh(self, entry: _Entry, now: float) -> None:
-        record = entry.record
-        backend, entry.view = self._listed(record, now)
-        entry.backend = backend
-        entry.record_version = record.version
-        if backend is None:  # no runtime at its URL: only a new layout brings one
-            entry.backend_version = -1
-            entry.built_at, entry.valid_until = -math.inf, math.inf
-            return
-        entry.backend_version = backend.version
-        if entry.view is None:  # not held or not listed: only a write to the runtime changes it
-            entry.built_at, entry.valid_until = -math.inf, math.inf
-        else:
-            entry.built_at, entry.valid_until = now, valid_until(backend, self._options, now)
+            backend, rebuilt = self._listed(record, now)
+            entry.backend = backend
+            entry.backend_version = -1 if backend is None else backend.version
+            entry.record_version = record.version
+            entry.built = rebuilt
+            if rebuilt is not None and built is not None and placed:
+                views[entry.position] = rebuilt.view
+            elif rebuilt is not None or built is not None:
+                placed = False  # a view came or went: place them all again
+        if not placed:
+            views = self._views = []
+            for entry in self._entries:
+                if entry.built is None:
+                    entry.position = -1
+                else:
+                    entry.position = len(views)
+                    views.append(entry.built.view)
+            self._placed = True
+        return list(views)
