@@ -23,9 +23,10 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import MappingProxyType
 
 from pharos.clock import FakeClock
-from pharos.engine.types import Kind, Load, Residency
+from pharos.engine.types import Kind, Load, ModelInfo, Residency, Snapshot
 from pharos.engine.usage import Usage
 from pharos.policy import IMPLEMENTATION
 from pharos.prefix import Chain, PrefixIndex, chain_for_chat
@@ -34,7 +35,7 @@ from pharos.state import BackendSpec, State
 from pharos.state.view import TargetView
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script: the repo root
-from tests.state.fakes import NO_SESSION, FakeEngine, engine_fns, snap
+from tests.state.fakes import NO_SESSION, FakeEngine, engine_fns
 
 TARGETS = 64
 SMOKE = os.environ.get("PHAROS_BENCH_SMOKE") == "1"  # tiny counts: CI checks it still runs
@@ -125,19 +126,30 @@ def state_targets(rng: random.Random, clock: FakeClock) -> tuple[State, FakeEngi
     state = State(clock, NO_SESSION, **engine_fns(engine))
     urls = [f"http://10.0.1.{n}:8080" for n in range(TARGETS)]
     for url in urls:
-        engine.snapshots[url] = snap(
-            models={
-                MODEL: rng.choice((Residency.LOADED, Residency.COLD, Residency.UNKNOWN)),
-                "other": rng.choice((Residency.LOADED, Residency.COLD)),
-            },
-            loads={
-                MODEL: Load(
-                    running=rng.choice((None, 0, 1)),
-                    waiting=rng.choice((None, 0)),
-                    capacity=rng.choice((None, 4, 8)),
-                    kv_usage=rng.choice((None, 0.3, 0.95)),
-                )
-            },
+        sizes = rng.choice((None, 4_000_000_000))  # known sizes: fits_if_cold reads the host
+        engine.snapshots[url] = Snapshot(
+            version="1.0",
+            models=MappingProxyType(
+                {
+                    MODEL: ModelInfo(
+                        state=rng.choice((Residency.LOADED, Residency.COLD, Residency.UNKNOWN)),
+                        size_bytes=sizes,
+                    ),
+                    "other": ModelInfo(
+                        state=rng.choice((Residency.LOADED, Residency.COLD)), size_bytes=sizes
+                    ),
+                }
+            ),
+            loads=MappingProxyType(
+                {
+                    MODEL: Load(
+                        running=rng.choice((None, 0, 1)),
+                        waiting=rng.choice((None, 0)),
+                        capacity=rng.choice((None, 4, 8)),
+                        kv_usage=rng.choice((None, 0.3, 0.95)),
+                    )
+                }
+            ),
         )
     state.set_backends(
         [BackendSpec(url, capacity=rng.choice((None, 2)), memory_bytes=16 << 30) for url in urls]

@@ -175,6 +175,22 @@ def _uncached(state: State, options: StateOptions, model: str, now: float) -> li
     return views
 
 
+def _uncached_of_backend(
+    state: State, options: StateOptions, url: str, now: float
+) -> list[TargetView]:
+    """targets_of_backend as it was before views were reused."""
+    registry = state._registry
+    backend = state._backends.get(url) or state._removed.get(url)
+    if backend is None:
+        return []
+    views = []
+    for target_id in backend.target_ids:
+        record = registry.get(target_id)
+        assert record is not None
+        views.append(target_view(record, backend, options, now, registry.restored_for(record.key)))
+    return views
+
+
 # What a pharos serve's State goes through, one step at a time: (step, argument)
 state_steps = st.one_of(
     st.tuples(st.just("advance"), st.sampled_from([0.0, 0.01, 0.1, 0.29, 0.31, 0.9, 1.0])),
@@ -258,6 +274,10 @@ def test_state_reads_the_same_views_as_an_uncached_derivation_after_any_history(
                 assert isinstance(arg, int)
                 h.inflight[arg] = 1 - h.inflight.get(arg, 0)
             now = h.clock.now()
+            for url in (URL, URL_B):
+                assert list(h.state.targets_of_backend(url, now)) == _uncached_of_backend(
+                    h.state, options, url, now
+                )
             for model in ("m", "n"):
                 assert list(h.state.targets_for_model(model, now)) == _uncached(
                     h.state, options, model, now

@@ -25,7 +25,7 @@ from pharos.state.scraper import AliasFn, ResolveFn, ScrapeFn, Scraper, detach_t
 from pharos.state.spec import BackendSpec, BackendStatus, StateOptions, StatRecord
 from pharos.state.status import backend_status
 from pharos.state.view import TargetView
-from pharos.state.views import BuiltView, ModelViews, ViewCache
+from pharos.state.views import BuiltView, ViewCache, ViewList
 
 
 class State:
@@ -56,7 +56,8 @@ class State:
         self._on_round = on_round
         self._registry = TargetRegistry()
         self._views = ViewCache(options)
-        self._model_views: dict[str, ModelViews] = {}
+        self._model_views: dict[str, ViewList] = {}
+        self._backend_views: dict[str, ViewList] = {}  # by URL: what fits_if_cold reads
         self._layout = 0  # counts set_backends calls: which runtime serves each URL
         self._scraper = Scraper(
             clock,
@@ -152,6 +153,7 @@ class State:
             self._waiting_first_round.discard(url)
 
     def _forget(self, backend: BackendRuntime) -> None:
+        self._backend_views.pop(backend.spec.url, None)
         for target_id in backend.target_ids:
             record = self._registry.get(target_id)
             if record is not None:
@@ -226,7 +228,7 @@ class State:
             records = (
                 self._registry.get(target_id) for target_id in self._registry.ids_of_model(model)
             )
-            views = self._model_views[model] = ModelViews(
+            views = self._model_views[model] = ViewList(
                 layout,
                 [record for record in records if record is not None],
                 self._listed_view,
@@ -237,7 +239,7 @@ class State:
         self, record: TargetRecord, now: float
     ) -> tuple[BackendRuntime | None, BuiltView | None]:
         """The runtime at the target's URL, and the view if it holds the target and lists the
-        model (ModelViews watches the runtime for the writes that change either)."""
+        model (ViewList watches the runtime for the writes that change either)."""
         url = record.backend_url
         backend = self._backends.get(url) or self._removed.get(url)
         if backend is None:
@@ -255,8 +257,28 @@ class State:
         backend = self._backends.get(backend_url) or self._removed.get(backend_url)
         if backend is None:
             return []
-        views = (self._view(record, now) for record in records_of(self._registry, backend))
-        return [view for view in views if view is not None]
+        layout = (self._layout, len(backend.target_ids), self._registry.restores)
+        views = self._backend_views.get(backend_url)
+        if views is None or views.layout != layout:
+            views = self._backend_views[backend_url] = ViewList(
+                layout, records_of(self._registry, backend), self._held_view
+            )
+        return views.views(now)
+
+    def _held_view(
+        self, record: TargetRecord, now: float
+    ) -> tuple[BackendRuntime | None, BuiltView | None]:
+        """The runtime at the target's URL, and the view if it holds the target, listed or not
+        (targets_of_backend's views, as `_view` derives them)."""
+        url = record.backend_url
+        backend = self._backends.get(url) or self._removed.get(url)
+        if backend is None:
+            return None, None
+        if record.target_id not in backend.target_ids:
+            return backend, None
+        return backend, self._views.built(
+            record, backend, self._registry.restored_for(record.key), now
+        )
 
     def all_targets(self, now: float) -> Sequence[TargetView]:
         views = (self._view(record, now) for record in self._registry)

@@ -62,7 +62,8 @@ class BuiltView(NamedTuple):
 
 
 class ViewCache:
-    """One built view per target, reused while nothing it was built from changed."""
+    """One built view per target, reused while nothing it was built from changed. A target's
+    view is the same whichever list reads it."""
 
     def __init__(self, options: StateOptions) -> None:
         self._options = options
@@ -118,15 +119,16 @@ class _Entry:
     backend_version: int  # what the runtime was at when `built` was chosen
     record_version: int
     built: BuiltView | None  # None: not held or not listed there
-    position: int  # where its view sits in ModelViews' list, -1 when it has none
+    position: int  # where its view sits in ViewList's list, -1 when it has none
 
 
-class ModelViews:
-    """One model's views in target order, checked per target on each read: a target whose
-    record and backend weren't written and whose freshness window still holds keeps its view,
-    so a read re-derives only the targets that changed (a release writes one record, a scrape
-    round one backend). Built for a `layout` (State's set of backend runtimes, the number of
-    the model's targets, the registry's restores); State builds a new one when that moves."""
+class ViewList:
+    """The views of a list of targets (a model's, or a backend's), in order, checked per target
+    on each read: a target whose record and backend weren't written and whose freshness window
+    still holds keeps its view, so a read re-derives only the targets that changed (a release
+    writes one record, a scrape round one backend). Built for a `layout` (State's set of backend
+    runtimes, the number of targets in the list, the registry's restores); State builds a new
+    one when that moves."""
 
     def __init__(
         self, layout: tuple[int, int, int], records: Iterable[TargetRecord], listed: ListedView
