@@ -20,7 +20,7 @@ LINE = re.compile(r"^(bench|mem|info) [a-z0-9-]+( [a-z0-9_]+=[^ ]+)+$")
 # file, the line names it must print
 EXPECTED = [
     ("bench_policy.py", ["pick-cost-64", "pick-least-load-64"]),
-    ("bench_sched.py", ["acquire-release-64"]),
+    ("bench_sched.py", ["acquire-release-64", "acquire-release-64-state"]),
     ("bench_prefix.py", ["prefix-chain-50", "prefix-lookup-50", "prefix-record-50", "prefix-200k"]),
     ("bench_memory.py", ["pharos-full", "pharos-full-after-save", "pharos-restored"]),
     ("bench_proxy.py", ["overhead-32k", "ttft-direct-32k", "ttft-pharos-32k"]),

@@ -40,6 +40,10 @@ class TargetRecord:
     stats: TargetStats = field(default_factory=TargetStats)
     reply_loaded_at: float | None = None  # last successful reply (monotonic)
     last_residency: Residency | None = None  # last known residency: drives unload bumps
+    version: int = 0  # counts every other write: State reuses the target's view until it moves
+
+    def __setattr__(self, name: str, value: object) -> None:
+        _count_write(self, name, value)
 
 
 @dataclass(slots=True)
@@ -62,3 +66,15 @@ class BackendRuntime:
     target_ids: list[int] = field(default_factory=list)
     scrape_task: asyncio.Task[None] | None = None
     log_task: asyncio.Task[None] | None = None
+    version: int = 0  # counts every other write: State reuses its targets' views until it moves
+
+    def __setattr__(self, name: str, value: object) -> None:
+        _count_write(self, name, value)
+
+
+def _count_write(obj: TargetRecord | BackendRuntime, name: str, value: object) -> None:
+    """Every assignment bumps `version`, whoever writes (the scraper, rounds, the log follower,
+    the registry, State): a writer that forgot to say so would leave a view stale."""
+    object.__setattr__(obj, name, value)
+    if name != "version":  # in __init__ `version` is unset until its own (last) field: 0
+        object.__setattr__(obj, "version", getattr(obj, "version", 0) + 1)

@@ -23,6 +23,7 @@ class TargetRegistry:
         self._ids_by_model: dict[str, list[int]] = {}
         self._ever_listed: set[str] = set()
         self._restored: dict[str, TargetStats] = {}
+        self.restores = 0  # counts restore() calls: State's model views start over on one
 
     def register(self, backend_url: str, model: str, served_model: str) -> TargetRecord:
         key = target_key(backend_url, model)
@@ -51,6 +52,10 @@ class TargetRegistry:
 
     def ids_of_model(self, model: str) -> tuple[int, ...]:
         return tuple(self._ids_by_model.get(model, ()))
+
+    def count_of_model(self, model: str) -> int:
+        ids = self._ids_by_model.get(model)
+        return 0 if ids is None else len(ids)
 
     def __iter__(self) -> Iterator[TargetRecord]:
         return iter(tuple(self._records))
@@ -111,6 +116,7 @@ class TargetRegistry:
 
         Per field the larger known value wins (the slower, safer estimate), so restoring
         from several snapshots in any order, any number of times, gives the same stats."""
+        self.restores += 1
         for item in records:
             old = self._restored.get(item.key)
             self._restored[item.key] = TargetStats(

@@ -17,7 +17,6 @@ import aiohttp
 
 from pharos.clock import Clock
 from pharos.engine.types import Residency
-from pharos.state.derive import target_view
 from pharos.state.logfollow import FollowLineFn, LogFeedOpener, SleepFn
 from pharos.state.records import BackendRuntime, TargetRecord
 from pharos.state.registry import TargetRegistry
@@ -26,6 +25,7 @@ from pharos.state.scraper import AliasFn, ResolveFn, ScrapeFn, Scraper, detach_t
 from pharos.state.spec import BackendSpec, BackendStatus, StateOptions, StatRecord
 from pharos.state.status import backend_status
 from pharos.state.view import TargetView
+from pharos.state.views import BuiltView, ViewCache, ViewList
 
 
 class State:
@@ -55,6 +55,10 @@ class State:
         self._options = options
         self._on_round = on_round
         self._registry = TargetRegistry()
+        self._views = ViewCache(options)
+        self._model_views: dict[str, ViewList] = {}
+        self._backend_views: dict[str, ViewList] = {}  # by URL: what fits_if_cold reads
+        self._layout = 0  # counts set_backends calls: which runtime serves each URL
         self._scraper = Scraper(
             clock,
             session,
@@ -128,6 +132,7 @@ class State:
             self._backends[url] = backend
             if self._started:
                 self._scraper.start(backend)
+        self._layout += 1
         if self._waiting_first_round is None:
             self._waiting_first_round = set(desired)
         self._check_ready()
@@ -148,6 +153,7 @@ class State:
             self._waiting_first_round.discard(url)
 
     def _forget(self, backend: BackendRuntime) -> None:
+        self._backend_views.pop(backend.spec.url, None)
         for target_id in backend.target_ids:
             record = self._registry.get(target_id)
             if record is not None:
@@ -208,9 +214,7 @@ class State:
         backend = self._backend_of(record)
         if backend is None:
             return None
-        return target_view(
-            record, backend, self._options, now, self._registry.restored_for(record.key)
-        )
+        return self._views.view(record, backend, self._registry.restored_for(record.key), now)
 
     def target(self, target_id: int, now: float) -> TargetView | None:
         record = self._registry.get(target_id)
@@ -218,27 +222,63 @@ class State:
 
     def targets_for_model(self, model: str, now: float) -> Sequence[TargetView]:
         """Every target whose backend lists the model now (up, down or draining)."""
-        views: list[TargetView] = []
-        for target_id in self._registry.ids_of_model(model):
-            record = self._registry.get(target_id)
-            if record is None:
-                continue
-            backend = self._backend_of(record)
-            if backend is None or model not in backend.observed.listed:
-                continue
-            views.append(
-                target_view(
-                    record, backend, self._options, now, self._registry.restored_for(record.key)
-                )
+        layout = (self._layout, self._registry.count_of_model(model), self._registry.restores)
+        views = self._model_views.get(model)
+        if views is None or views.layout != layout:
+            records = (
+                self._registry.get(target_id) for target_id in self._registry.ids_of_model(model)
             )
-        return views
+            views = self._model_views[model] = ViewList(
+                layout,
+                [record for record in records if record is not None],
+                self._listed_view,
+            )
+        return views.views(now)
+
+    def _listed_view(
+        self, record: TargetRecord, now: float
+    ) -> tuple[BackendRuntime | None, BuiltView | None]:
+        """The runtime at the target's URL, and the view if it holds the target and lists the
+        model (ViewList watches the runtime for the writes that change either)."""
+        url = record.backend_url
+        backend = self._backends.get(url) or self._removed.get(url)
+        if backend is None:
+            return None, None
+        if (
+            record.target_id not in backend.target_ids
+            or record.model not in backend.observed.listed
+        ):
+            return backend, None
+        return backend, self._views.built(
+            record, backend, self._registry.restored_for(record.key), now
+        )
 
     def targets_of_backend(self, backend_url: str, now: float) -> Sequence[TargetView]:
         backend = self._backends.get(backend_url) or self._removed.get(backend_url)
         if backend is None:
             return []
-        views = (self._view(record, now) for record in records_of(self._registry, backend))
-        return [view for view in views if view is not None]
+        layout = (self._layout, len(backend.target_ids), self._registry.restores)
+        views = self._backend_views.get(backend_url)
+        if views is None or views.layout != layout:
+            views = self._backend_views[backend_url] = ViewList(
+                layout, records_of(self._registry, backend), self._held_view
+            )
+        return views.views(now)
+
+    def _held_view(
+        self, record: TargetRecord, now: float
+    ) -> tuple[BackendRuntime | None, BuiltView | None]:
+        """The runtime at the target's URL, and the view if it holds the target, listed or not
+        (targets_of_backend's views, as `_view` derives them)."""
+        url = record.backend_url
+        backend = self._backends.get(url) or self._removed.get(url)
+        if backend is None:
+            return None, None
+        if record.target_id not in backend.target_ids:
+            return backend, None
+        return backend, self._views.built(
+            record, backend, self._registry.restored_for(record.key), now
+        )
 
     def all_targets(self, now: float) -> Sequence[TargetView]:
         views = (self._view(record, now) for record in self._registry)
