@@ -35,6 +35,8 @@ def reference(c: Candidate, prompt_tokens: int, cands: list[Candidate]) -> dict[
     load = 0.0
     if cold:
         load = c.load_s if c.load_s is not None else fb("load_s", config.default_load_s)
+        if c.evicts_loaded:
+            load *= 2
     per_token = c.prefill_s_per_token
     if per_token is None:
         per_token = fb("prefill_s_per_token", config.default_prefill_s_per_token)

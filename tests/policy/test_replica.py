@@ -51,3 +51,30 @@ def test_no_replica_while_a_warm_target_has_a_free_slot() -> None:
     warm_free = cand(2, prefill_s_per_token=0.01)
     decision = pick(REQ, [cached_full, warm_free, cand(3, **ROOM)], DEFAULT_CONFIG)
     assert (decision.target_id, decision.enqueue) == (1, True)
+
+
+# cold candidate | its load term (8 s load estimate)
+@pytest.mark.parametrize(
+    ("cold", "load_s"),
+    [
+        (ROOM, 8.0),  # loads beside what its host holds
+        ({**ROOM, "evicts_loaded": True}, 16.0),  # unloads an idle model: its next request reloads
+        ({"warm": True, "evicts_loaded": True}, 0.0),  # warm: no load, whatever the flag
+    ],
+)
+def test_a_load_that_unloads_an_idle_model_is_charged_the_reload(
+    cold: dict[str, object], load_s: float
+) -> None:
+    assert score_candidates(REQ, [cand(1, **cold)], DEFAULT_CONFIG)[0].load_s == load_s
+
+
+def test_a_burst_on_a_cold_model_loads_where_it_unloads_nothing_even_on_a_slower_host() -> None:
+    # two hosts holding chat models idle, one empty and 2x slower at prefill
+    unloads = [cand(i, warm=False, fits_if_cold=True, evicts_loaded=True) for i in (1, 2)]
+    empty = cand(3, warm=False, fits_if_cold=True, prefill_s_per_token=0.002)
+    assert pick(REQ, [*unloads, empty], DEFAULT_CONFIG).target_id == 3
+
+
+def test_when_every_load_unloads_one_the_request_still_loads() -> None:
+    decision = pick(REQ, [cand(1, warm=False, evicts_loaded=True)], DEFAULT_CONFIG)
+    assert (decision.target_id, decision.enqueue) == (1, False)

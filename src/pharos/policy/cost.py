@@ -1,6 +1,7 @@
 """The `cost` policy: lowest estimated time to first token wins (spec §7).
 
-est_ttft = wait (+ what the engine lately queued requests sent there) + load + prefill
+est_ttft = wait (+ what the engine lately queued requests sent there) + load (twice when it
+unloads an idle model) + prefill
 (+ KV pressure penalty) (+ rework: the cached prefix another
 candidate holds that this one would prefill again, times config.rework_weight) (+ evict: the
 recent conversation's prefix this prompt would push out of its slot, times config.evict_weight).
@@ -160,6 +161,8 @@ def scan(
                 feasible = False
             load_s = c.load_s
             load = load_fb if load_s is None else load_s
+            if c.evicts_loaded:
+                load += load  # the unloaded model's next request pays a load too
         known_per_token = c.prefill_s_per_token
         per_token = prefill_fb if known_per_token is None else known_per_token  # unboxed once
         matched = c.matched_tokens
