@@ -78,3 +78,10 @@ def test_a_burst_on_a_cold_model_loads_where_it_unloads_nothing_even_on_a_slower
 def test_when_every_load_unloads_one_the_request_still_loads() -> None:
     decision = pick(REQ, [cand(1, warm=False, evicts_loaded=True)], DEFAULT_CONFIG)
     assert (decision.target_id, decision.enqueue) == (1, False)
+
+
+def test_the_reason_says_it_is_a_second_replica() -> None:
+    replica = pick(REQ, [cand(1, **FULL), cand(2, **ROOM)], DEFAULT_CONFIG).explain()
+    assert replica.startswith("a second replica, where its host has room: cold, est 9.0s vs")
+    queued = pick(REQ, [cand(1, **FULL), cand(2, **ROOM, evicts_loaded=True)], DEFAULT_CONFIG)
+    assert "replica" not in queued.explain()

@@ -284,11 +284,13 @@ def _describe(
     runner_up: int,
     infeasible: int,
     enqueue: bool,
+    replica: bool = False,
 ) -> str:
     """Scores only the chosen target and the runner-up: the sentence needs no other."""
     pair = [candidates[best]] if runner_up < 0 else [candidates[best], candidates[runner_up]]
     scores = _scores_of(request, pair, fb, config)
-    return describe(candidates[best], scores, 0, 1 if runner_up >= 0 else -1, infeasible, enqueue)
+    text = describe(candidates[best], scores, 0, 1 if runner_up >= 0 else -1, infeasible, enqueue)
+    return f"a second replica, where its host has room: {text}" if replica else text
 
 
 def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig) -> Decision:
@@ -309,6 +311,7 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
         best = break_tie(tied, found.util, candidates, request.seed)
     chosen = candidates[best]
     enqueue = chosen.free_slots <= 0
+    replica = -1
     if enqueue and found.feasible > 1:
         replica = replica_with_room(candidates, found)
         if replica >= 0:
@@ -350,5 +353,6 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
             runner_up,
             len(candidates) - found.feasible,
             enqueue,
+            replica >= 0,
         ),
     )
