@@ -41,7 +41,7 @@ def evicts_loaded_of(views: list[TargetView], local: dict[int, int]) -> dict[int
         matches={},
         default_capacity=2,
         fits_of=fits_of,
-        free_fit_of=fits_of.beside_loaded,
+        free_fit_of=fits_of,
     )
     return {c.target_id: c.evicts_loaded for c in candidates if c.warm is False}
 

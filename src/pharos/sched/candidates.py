@@ -186,7 +186,13 @@ class FitsIfCold:
         self._by_backend: dict[str, list[tuple[TargetView, int]]] = {}
 
     def __call__(self, view: TargetView) -> bool | None:
-        backend_url = view.backend_url
+        return fits_if_cold(view, self._others(view.backend_url))
+
+    def beside_loaded(self, view: TargetView) -> bool | None:
+        """`fits_beside_loaded` over this pick's occupancy of the view's backend."""
+        return fits_beside_loaded(view, self._others(view.backend_url))
+
+    def _others(self, backend_url: str) -> list[tuple[TargetView, int]]:
         others = self._by_backend.get(backend_url)
         if others is None:
             others = backend_occupancy(
@@ -196,12 +202,7 @@ class FitsIfCold:
                 last_reply_end=self._last_reply_end,
             )
             self._by_backend[backend_url] = others
-        return fits_if_cold(view, others)
-
-    def beside_loaded(self, view: TargetView) -> bool | None:
-        """`fits_beside_loaded` for build_candidates' `free_fit_of`."""
-        self(view)
-        return fits_beside_loaded(view, self._by_backend[view.backend_url])
+        return others
 
 
 def build_candidates(
@@ -218,7 +219,7 @@ def build_candidates(
     recent: dict[int, deque[tuple[float, int, int]]] | None = None,
     now: float = 0.0,
     engine_queued: dict[int, float] | None = None,
-    free_fit_of: Callable[[TargetView], bool | None] | None = None,
+    free_fit_of: FitsIfCold | None = None,
 ) -> tuple[list[Candidate], bool]:
     """Candidates for every view, and whether any has a free slot (spec §7, §8).
 
@@ -233,7 +234,8 @@ def build_candidates(
     - evicts: on a per-slot engine, for a prompt under half cached there, the recent
       conversation it would push out of a free slot (`recent`: finished prompts per target)
     - engine queued: what replies on the target lately waited inside the engine (`engine_queued`)
-    - evicts loaded: the cold load fits only by unloading an idle model (`free_fit_of` False)
+    - evicts loaded: the cold load fits only by unloading an idle model (`free_fit_of`'s
+      beside_loaded False; a native call, where a Callable cost ~300 instructions a target)
 
     One inlined loop: it runs for every acquire and queue re-run, over up to 64 targets. A list
     and dicts, not any Sequence and Mapping: mypyc indexes the list and calls PyDict_GetItem,
@@ -288,7 +290,7 @@ def build_candidates(
         ):
             fits = fits_of(view)
             if fits is True and free_fit_of is not None:
-                evicts_loaded = free_fit_of(view) is False
+                evicts_loaded = free_fit_of.beside_loaded(view) is False
         match = matches.get(target_id) if matches else None
         matched = 0 if match is None else match.matched_bytes // BYTES_PER_TOKEN
         evicts = 0
