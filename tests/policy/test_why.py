@@ -158,7 +158,10 @@ def test_a_pick_is_always_feasible_and_explained(
     assert d.enqueue is (chosen.free_slots <= 0)
     if policy == "cost":
         best = min(s.est_ttft_s for s in d.scores)
-        assert d.score_of(d.target_id).est_ttft_s <= best + DEFAULT_CONFIG.tie_s  # type: ignore[union-attr]
+        if d.score_of(d.target_id).est_ttft_s > best + DEFAULT_CONFIG.tie_s:  # type: ignore[union-attr]
+            # the one exception: a second replica where its host has room (test_replica.py)
+            assert chosen.warm is False and chosen.fits_if_cold is True and not chosen.loading
+            assert d.reason.startswith("a second replica")
 
 
 def test_cache_when_the_cached_target_is_also_the_least_utilized():

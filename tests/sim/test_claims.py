@@ -3,8 +3,8 @@
 Seeds 1-5 at 300 s (2026-12-01): on the chat, noisy, hetero and agents scenarios the cost
 policy's prompt-cache hit ratio was at least round-robin's and least-outstanding's on
 every seed, and on hetero its TTFT p50 and p95 beat sticky sessions' on every seed. On
-cold-burst cost made the fewest model loads on every seed (6-7 against 11-17), but its
-TTFT p95 there is the worst (a burst waits behind one load: spec §16 q5, unresolved).
+cold-burst cost made the fewest model loads on every seed (5-6 against 11-15 since the sim
+gives each Ollama model its own slots and cache; more in test_cold_burst.py).
 On webui (Open WebUI's side calls, per-slot engines) cost caches more and has the lowest TTFT
 p50 of all on every seed.
 """

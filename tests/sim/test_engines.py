@@ -25,7 +25,7 @@ def follow_up(previous: Prompt, *links: int) -> Prompt:
     base = (*previous.hashes, previous.reply_hash)
     cum = (*previous.cum_tokens, previous.tokens + previous.reply_tokens)
     extra = tuple(cum[-1] + 100 * (i + 1) for i in range(len(links)))
-    return Prompt("m", (*base, *links), (*cum, *extra), 10, 99, 20)
+    return Prompt(previous.model, (*base, *links), (*cum, *extra), 10, 99, 20)
 
 
 async def _serve_all(engine: SimEngine, prompts: Sequence[Prompt]) -> list[Served]:
@@ -194,3 +194,62 @@ def test_a_shared_cache_engine_credits_a_prefix_at_the_end_of_its_prefill() -> N
         return [await first, second]
 
     assert [s.cached_tokens for s in run_virtual(main())] == [0, 200]
+
+
+# Ollama 0.34.4 starts one llama-server per loaded model with `-np 2` (OLLAMA_NUM_PARALLEL:2,
+# its own `-c 8192` context and prompt cache): captures/engines/ollama/v0.34.4/engine.log,
+# "starting llama-server" and "loaded runners" lines. So slots and cache are per model.
+
+
+def test_ollama_runs_each_loaded_model_on_slots_of_its_own() -> None:
+    async def main() -> tuple[list[Served], tuple[int, int]]:
+        engine = SimEngine(ollama(9.0), asyncio.get_running_loop())
+        long_a = [
+            asyncio.create_task(engine.serve(prompt(i, completion=20_000, model="a")))
+            for i in (1, 2)
+        ]
+        await asyncio.sleep(10.0)  # a loaded, both of its slots decoding for 20 s
+        b = await _serve_all(engine, [prompt(i, model="b") for i in (3, 4)])
+        counts = engine.counts()
+        await asyncio.gather(*long_a)
+        return b, (counts.running, counts.waiting)
+
+    b, (running, waiting) = run_virtual(main())
+    assert [s.engine_waited_s for s in b] == [0.0, 0.0]
+    assert all(s.first_token_s < 10.0 for s in b)  # b's load and prefill, not a's 20 s decode
+    assert (running, waiting) == (2, 0)  # once b is done: a's two
+
+
+def test_ollama_keeps_a_models_prompt_cache_while_another_model_serves() -> None:
+    async def main() -> int:
+        engine = SimEngine(ollama(9.0), asyncio.get_running_loop())
+        mine = prompt(1, 2, model="a")
+        await engine.serve(mine)
+        await _serve_all(engine, [prompt(i, model="b") for i in (3, 4)])
+        return (await engine.serve(follow_up(mine, 5))).cached_tokens
+
+    assert run_virtual(main()) == 220
+
+
+def test_unloading_an_ollama_model_drops_its_prompt_cache() -> None:
+    async def main() -> tuple[int, int]:
+        engine = SimEngine(ollama(5.0), asyncio.get_running_loop())  # fits one model
+        mine = prompt(1, 2, model="a")
+        await engine.serve(mine)
+        await engine.serve(prompt(3, model="b"))  # unloads a
+        again = await engine.serve(follow_up(mine, 5))
+        return again.cached_tokens, engine.loads
+
+    assert run_virtual(main()) == (0, 3)
+
+
+def test_ollama_picks_a_slot_as_its_llama_server_does() -> None:
+    """The 0.34.4 log shows llama-server's get_available_slot ("checking sim = 0.001 (3/3209)
+    > 0.100", then "selected slot by LRU"): a 5-token match of 105 takes the empty slot."""
+
+    async def main() -> int:
+        engine = SimEngine(ollama(9.0), asyncio.get_running_loop())
+        await engine.serve(Prompt("a", (1, 2), (5, 400), 1, 3, 1))
+        return (await engine.serve(Prompt("a", (1, 7), (5, 105), 1, 4, 1))).cached_tokens
+
+    assert run_virtual(main()) == 0

@@ -50,6 +50,7 @@ class Candidate:
     __slots__ = (
         "capacity",
         "engine_queued_s",
+        "evicts_loaded",
         "evicts_tokens",
         "fits_if_cold",
         "free_slots",
@@ -80,6 +81,7 @@ class Candidate:
         loading: bool = False,
         evicts_tokens: int = 0,
         engine_queued_s: float | None = None,
+        evicts_loaded: bool = False,
     ) -> None:
         self.target_id: Final = target_id
         self.capacity: Final = capacity  # slots: engine-reported, config, or the fallback
@@ -98,6 +100,8 @@ class Candidate:
         # what requests sent here lately waited inside the engine before their prefill (traffic
         # Pharos doesn't see); None: not known (no reply with the engine's prefill time yet)
         self.engine_queued_s: Final = engine_queued_s
+        # the cold load fits only by unloading an idle model, whose next request reloads it
+        self.evicts_loaded: Final = evicts_loaded
 
     def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in CANDIDATE_FIELDS)
@@ -128,6 +132,7 @@ CANDIDATE_FIELDS: tuple[str, ...] = (
     "loading",
     "evicts_tokens",
     "engine_queued_s",
+    "evicts_loaded",
 )
 """Candidate's fields in constructor order (repr, equality)."""
 

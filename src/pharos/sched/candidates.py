@@ -24,6 +24,7 @@ _RESIDENCIES: Final = (Residency.LOADED, Residency.UNKNOWN, Residency.LOADING, R
 """Read once here: on Python 3.11 each `Residency.X` goes through EnumType.__getattr__, ~700
 instructions (callgrind), 7 of them an acquire in bench_sched."""
 _LOADING: Final = Residency.LOADING
+_LOADED: Final = Residency.LOADED
 
 
 def evicted_tokens(
@@ -76,6 +77,27 @@ def fits_if_cold(view: TargetView, others: Iterable[tuple[TargetView, int]]) -> 
             continue
         busy = occupancy > 0 or other.residency is _LOADING
         if not busy:
+            continue
+        footprint = other.vram_bytes if other.vram_bytes is not None else other.size_bytes
+        if footprint is None:
+            return None
+        held_bytes += footprint
+    return size_bytes <= memory_bytes - held_bytes
+
+
+def fits_beside_loaded(view: TargetView, others: Iterable[tuple[TargetView, int]]) -> bool | None:
+    """Whether loading this cold model fits beside every model the host holds, idle ones too:
+    False when the load would unload an idle model (whose next request then reloads it). None
+    when the host memory or a size is unknown."""
+    memory_bytes = view.memory_bytes
+    size_bytes = view.size_bytes
+    if memory_bytes is None or size_bytes is None:
+        return None
+    held_bytes = 0
+    for other, occupancy in others:
+        if other.target_id == view.target_id:
+            continue
+        if occupancy <= 0 and other.residency is not _LOADED and other.residency is not _LOADING:
             continue
         footprint = other.vram_bytes if other.vram_bytes is not None else other.size_bytes
         if footprint is None:
@@ -164,7 +186,13 @@ class FitsIfCold:
         self._by_backend: dict[str, list[tuple[TargetView, int]]] = {}
 
     def __call__(self, view: TargetView) -> bool | None:
-        backend_url = view.backend_url
+        return fits_if_cold(view, self._others(view.backend_url))
+
+    def beside_loaded(self, view: TargetView) -> bool | None:
+        """`fits_beside_loaded` over this pick's occupancy of the view's backend."""
+        return fits_beside_loaded(view, self._others(view.backend_url))
+
+    def _others(self, backend_url: str) -> list[tuple[TargetView, int]]:
         others = self._by_backend.get(backend_url)
         if others is None:
             others = backend_occupancy(
@@ -174,7 +202,7 @@ class FitsIfCold:
                 last_reply_end=self._last_reply_end,
             )
             self._by_backend[backend_url] = others
-        return fits_if_cold(view, others)
+        return others
 
 
 def build_candidates(
@@ -191,6 +219,7 @@ def build_candidates(
     recent: dict[int, deque[tuple[float, int, int]]] | None = None,
     now: float = 0.0,
     engine_queued: dict[int, float] | None = None,
+    free_fit_of: FitsIfCold | None = None,
 ) -> tuple[list[Candidate], bool]:
     """Candidates for every view, and whether any has a free slot (spec §7, §8).
 
@@ -205,6 +234,8 @@ def build_candidates(
     - evicts: on a per-slot engine, for a prompt under half cached there, the recent
       conversation it would push out of a free slot (`recent`: finished prompts per target)
     - engine queued: what replies on the target lately waited inside the engine (`engine_queued`)
+    - evicts loaded: the cold load fits only by unloading an idle model (`free_fit_of`'s
+      beside_loaded False; a native call, where a Callable cost ~300 instructions a target)
 
     One inlined loop: it runs for every acquire and queue re-run, over up to 64 targets. A list
     and dicts, not any Sequence and Mapping: mypyc indexes the list and calls PyDict_GetItem,
@@ -250,6 +281,7 @@ def build_candidates(
             warm = False
             loading = residency is loading_state or occupancy > 0
         fits = None
+        evicts_loaded = False
         if (
             residency is cold
             and occupancy == 0
@@ -257,6 +289,8 @@ def build_candidates(
             and view.size_bytes is not None
         ):
             fits = fits_of(view)
+            if fits is True and free_fit_of is not None:
+                evicts_loaded = free_fit_of.beside_loaded(view) is False
         match = matches.get(target_id) if matches else None
         matched = 0 if match is None else match.matched_bytes // BYTES_PER_TOKEN
         evicts = 0
@@ -282,6 +316,7 @@ def build_candidates(
                 loading,
                 evicts,
                 engine_queued.get(target_id) if engine_queued else None,
+                evicts_loaded,
             )
         )
     return candidates, any_free

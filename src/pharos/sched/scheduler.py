@@ -230,6 +230,7 @@ class Scheduler:
             recent=self._finished if side_call else None,
             now=now,
             engine_queued=self._engine_queued_now(now),
+            free_fit_of=fits_of,
         )
         decision = self._pick(
             RouteReq(request.prompt_tokens, request.seed),  # positional: 69 ns, by keyword 233

@@ -11,6 +11,12 @@ common/arg.cpp): a slot's contents are saved there when the slot is taken for a 
 doesn't extend them (its get_available_slot saves before loading), and a request restores
 the longest match from it. Without it, the issue-15 real-engine run (3 users per
 2-slot engine, sticky: 67% of prompt tokens cached) could not have happened.
+Ollama 0.34.4 starts one llama-server per loaded model, each with `-np OLLAMA_NUM_PARALLEL`
+slots, its own context and its own host prompt cache ("prompt cache is enabled", limited to
+its `-c 8192` tokens), and picks slots as llama.cpp does (captures/engines/ollama/v0.34.4/
+engine.log): so slots, queue and caches here belong to a model's runner, a load leaves the
+other loaded model's cache alone, and an unload (the process ends) drops its own. Memory and
+CPU (`contention`) are the host's.
 A prompt is a sequence of message hashes (the prefix chain's) with the engine's token count
 up to each, so "cached" is the longest common prefix in whole messages.
 """
@@ -46,18 +52,20 @@ class HostSpec:
     models: tuple[str, ...] = ("m",)
     model_gb: tuple[float, ...] = (1.0,)  # size of each model, same order
     memory_gb: float = 10.0
-    slots: int = 2
+    slots: int = 2  # Ollama: per loaded model (OLLAMA_NUM_PARALLEL)
     prefill_s_per_token: float = 0.0005
     decode_s_per_token: float = 0.030
     load_s: float = 8.0
     contention: float = 0.5  # each other running request slows a new one by this share
     shared_cache_tokens: int = 32_768
-    host_cache_tokens: int = 0  # llama.cpp --cache-ram: slot contents saved to host memory
+    host_cache_tokens: int = 0  # --cache-ram: slot contents saved to host memory (per model)
     cache_idle_slots: bool = True
     """llama.cpp b11312's --cache-idle-slots (its --help: "save idle slots to the prompt cache
     on new task", default enabled, needs --cache-ram): after each task takes its slot, every
     idle slot is saved to the host cache (server-context.cpp, llama-cpp-python 0.3.36's
-    vendored copy with the same help text); without a unified KV (-np 2 set) none is cleared."""
+    vendored copy with the same help text); without a unified KV (-np 2 set) none is cleared.
+    Ollama 0.34.4's llama-server runners too ("idle slots will be saved to prompt cache upon
+    starting a new task", captures/engines/ollama/v0.34.4/engine.log)."""
 
     @property
     def cache_mode(self) -> CacheMode:
@@ -96,7 +104,6 @@ class Served:
 
 @dataclass
 class _Slot:
-    model: str = ""
     hashes: tuple[int, ...] = ()
     cum_tokens: tuple[int, ...] = ()
     busy: bool = False
@@ -127,11 +134,40 @@ def common_prefix_tokens(
 
 
 @dataclass
+class _Runner:
+    """One model's server process: its slots, its queue, its host prompt cache."""
+
+    slots: list[_Slot]
+    waiters: deque[asyncio.Future[None]] = field(default_factory=deque)
+    reserved: int = 0  # free slots handed to woken waiters that haven't run yet
+    host_cache: deque[tuple[tuple[int, ...], tuple[int, ...]]] = field(default_factory=deque)
+
+    def free_count(self) -> int:
+        return sum(not slot.busy for slot in self.slots) - self.reserved
+
+    def wake_next(self) -> None:
+        free_count = self.free_count()
+        while free_count > 0 and self.waiters:
+            waiter = self.waiters.popleft()
+            if waiter.done():
+                continue
+            waiter.set_result(None)
+            self.reserved += 1
+            free_count -= 1
+
+    def drop_cache(self) -> None:
+        for slot in self.slots:
+            slot.hashes, slot.cum_tokens = (), ()
+        self.host_cache.clear()
+
+
+@dataclass
 class _Model:
     size_bytes: int
+    runner: _Runner
     loaded: bool = False
     loading: asyncio.Event | None = None
-    running: int = 0
+    in_flight: int = 0  # requests for it on this host, queued or running: it can't be unloaded
     last_used_s: float = -1.0
 
 
@@ -150,10 +186,8 @@ class SimEngine:
     loads: int = 0
 
     def __post_init__(self) -> None:
-        self._slots = [_Slot() for _ in range(self.spec.slots)]
-        self._waiters: deque[asyncio.Future[None]] = deque()
         self._models: dict[str, _Model] = {
-            name: _Model(int(gb * GB_BYTES))
+            name: _Model(int(gb * GB_BYTES), _Runner([_Slot() for _ in range(self.spec.slots)]))
             for name, gb in zip(self.spec.models, self.spec.model_gb, strict=True)
         }
         if self.spec.flavour is not Flavour.OLLAMA:
@@ -162,15 +196,14 @@ class SimEngine:
         self._shared: OrderedDict[int, int] = OrderedDict()  # hash -> tokens up to it
         self._shared_tokens = 0
         self._memory_freed = asyncio.Event()
-        self._reserved = 0  # free slots handed to woken waiters that haven't run yet
-        self._host_cache: deque[tuple[tuple[int, ...], tuple[int, ...]]] = deque()
 
     # ---- what a scrape reads ----------------------------------------------------------
 
     def counts(self) -> EngineCounts:
+        runners = [m.runner for m in self._models.values()]
         return EngineCounts(
-            running=sum(slot.busy for slot in self._slots),
-            waiting=len(self._waiters),
+            running=sum(slot.busy for r in runners for slot in r.slots),
+            waiting=sum(len(r.waiters) for r in runners),
             loaded={name: m.loaded for name, m in self._models.items()},
             loading={name: m.loading is not None for name, m in self._models.items()},
         )
@@ -178,20 +211,25 @@ class SimEngine:
     def serves(self, model: str) -> bool:
         return model in self._models
 
+    def _busy_slots(self) -> int:
+        return sum(slot.busy for m in self._models.values() for slot in m.runner.slots)
+
     # ---- serving --------------------------------------------------------------------------
 
     async def serve(self, prompt: Prompt) -> Served:
         now = self.loop_time.time
         arrived_s = now()
-        slot = await self._take_slot(prompt)
-        waited_s = now() - arrived_s
+        model = self._models[prompt.model]
+        model.in_flight += 1
         try:
             load_s = await self._ensure_loaded(prompt.model)
-            model = self._models[prompt.model]
-            model.running += 1
+            runner = model.runner
+            slot_asked_s = now()
+            slot = await self._take_slot(runner, prompt)
+            waited_s = now() - slot_asked_s
             try:
-                cached = self._cached_tokens(slot, prompt)
-                others = sum(s.busy for s in self._slots) - 1
+                cached = self._cached_tokens(runner, slot, prompt)
+                others = self._busy_slots() - 1
                 slowdown = 1.0 + self.spec.contention * max(0, others)
                 prefill_s = (prompt.tokens - cached) * self.spec.prefill_s_per_token * slowdown
                 await asyncio.sleep(prefill_s)
@@ -201,12 +239,12 @@ class SimEngine:
                 decode_s = prompt.completion_tokens * self.spec.decode_s_per_token * slowdown
                 await asyncio.sleep(decode_s)
             finally:
-                model.running -= 1
-                model.last_used_s = now()
-                if model.running == 0:
-                    self._memory_freed.set()
+                self._release_slot(runner, slot, prompt)
         finally:
-            self._release_slot(slot, prompt)
+            model.in_flight -= 1
+            model.last_used_s = now()
+            if model.in_flight == 0:
+                self._memory_freed.set()
         return Served(
             first_token_s=first_token_s,
             duration_s=now() - arrived_s,
@@ -218,37 +256,34 @@ class SimEngine:
             engine_waited_s=waited_s,
         )
 
-    async def _take_slot(self, prompt: Prompt) -> _Slot:
+    async def _take_slot(self, runner: _Runner, prompt: Prompt) -> _Slot:
         """FIFO: a request arriving while others wait queues behind them (engine Waiting)."""
-        free_count = sum(not slot.busy for slot in self._slots) - self._reserved
-        if self._waiters or free_count <= 0:
+        if runner.waiters or runner.free_count() <= 0:
             waiter: asyncio.Future[None] = self.loop_time.create_future()
-            self._waiters.append(waiter)
+            runner.waiters.append(waiter)
             try:
                 await waiter
             except asyncio.CancelledError:
-                if waiter in self._waiters:
-                    self._waiters.remove(waiter)
+                if waiter in runner.waiters:
+                    runner.waiters.remove(waiter)
                 elif waiter.done() and not waiter.cancelled():
-                    self._reserved -= 1
-                    self._wake_next()
+                    runner.reserved -= 1
+                    runner.wake_next()
                 raise
-            self._reserved -= 1
-        free = [slot for slot in self._slots if not slot.busy]
-        best = max(free, key=lambda s: (self._slot_match(s, prompt), s.last_used_s))
-        matched = self._slot_match(best, prompt)
-        if self.spec.flavour is Flavour.LLAMACPP:
-            best = self._llamacpp_slot(free, prompt)
-        elif matched == 0:
-            best = min(free, key=lambda s: s.last_used_s)
+            runner.reserved -= 1
+        free = [slot for slot in runner.slots if not slot.busy]
+        if self.spec.flavour is Flavour.VLLM:
+            best = free[0]
+        else:
+            best = self._llamacpp_slot(runner, free, prompt)
         best.busy = True
-        if self.spec.flavour is Flavour.LLAMACPP and self.spec.cache_idle_slots:
-            for slot in self._slots:
+        if self.spec.flavour is not Flavour.VLLM and self.spec.cache_idle_slots:
+            for slot in runner.slots:
                 if not slot.busy:
-                    self._save_to_host(slot)
+                    self._save_to_host(runner, slot)
         return best
 
-    def _llamacpp_slot(self, free: list[_Slot], prompt: Prompt) -> _Slot:
+    def _llamacpp_slot(self, runner: _Runner, free: list[_Slot], prompt: Prompt) -> _Slot:
         """get_available_slot in llama.cpp's server-context.cpp: the slot whose prefix covers
         the largest share (> SLOT_PROMPT_SIMILARITY) of the prompt, else the least recently
         used; the host cache is updated (the slot saved, the best match restored) on the LRU
@@ -264,39 +299,28 @@ class SimEngine:
         else:
             update = self._slot_match(best, prompt) < KEEP_SHARE * best.cum_tokens[-1]
         if update:
-            self._save_to_host(best)
+            self._save_to_host(runner, best)
         best.restores = update
         return best
 
     def _slot_match(self, slot: _Slot, prompt: Prompt) -> int:
         return common_prefix_tokens(slot.hashes, slot.cum_tokens, prompt)[1]
 
-    def _release_slot(self, slot: _Slot, prompt: Prompt) -> None:
+    def _release_slot(self, runner: _Runner, slot: _Slot, prompt: Prompt) -> None:
         slot.busy = False
         slot.last_used_s = self.loop_time.time()
         if self.spec.cache_mode is CacheMode.PER_SLOT:
-            slot.model = prompt.model
             slot.hashes = (*prompt.hashes, prompt.reply_hash)
             slot.cum_tokens = (*prompt.cum_tokens, prompt.tokens + prompt.reply_tokens)
-        self._wake_next()
+        runner.wake_next()
 
-    def _wake_next(self) -> None:
-        free_count = sum(not slot.busy for slot in self._slots) - self._reserved
-        while free_count > 0 and self._waiters:
-            waiter = self._waiters.popleft()
-            if waiter.done():
-                continue
-            waiter.set_result(None)
-            self._reserved += 1
-            free_count -= 1
-
-    def _cached_tokens(self, slot: _Slot, prompt: Prompt) -> int:
+    def _cached_tokens(self, runner: _Runner, slot: _Slot, prompt: Prompt) -> int:
         if self.spec.cache_mode is CacheMode.PER_SLOT:
             in_slot = common_prefix_tokens(slot.hashes, slot.cum_tokens, prompt)[1]
             in_host = max(
                 (
                     common_prefix_tokens(h, t, prompt)[1]
-                    for h, t in self._host_cache
+                    for h, t in runner.host_cache
                     if slot.restores
                 ),
                 default=0,
@@ -349,34 +373,30 @@ class SimEngine:
         if used + size_bytes <= memory:
             return True
         idle = sorted(
-            (m for m in self._models.values() if m.loaded and m.running == 0),
+            (m for m in self._models.values() if m.loaded and m.in_flight == 0),
             key=lambda m: m.last_used_s,
         )
         for model in idle:
             model.loaded = False
-            self._forget_cache_of(model)
+            model.runner.drop_cache()  # its server process ends
             used -= model.size_bytes
             if used + size_bytes <= memory:
                 return True
         return False
 
-    def _forget_cache_of(self, unloaded: _Model) -> None:
-        name = next(n for n, m in self._models.items() if m is unloaded)
-        for slot in self._slots:
-            if slot.model == name and not slot.busy:
-                slot.hashes, slot.cum_tokens = (), ()
-
-    def _save_to_host(self, slot: _Slot) -> None:
+    def _save_to_host(self, runner: _Runner, slot: _Slot) -> None:
         """server_prompt_cache::alloc: a prompt the cache already holds whole is skipped, and
         entries the new one contains are dropped; the oldest go first when over the limit."""
         if self.spec.host_cache_tokens <= 0 or not slot.hashes:
             return
         held = slot.hashes
-        if any(hashes[: len(held)] == held for hashes, _ in self._host_cache):
+        if any(hashes[: len(held)] == held for hashes, _ in runner.host_cache):
             return
-        self._host_cache = deque(
-            (hashes, tokens) for hashes, tokens in self._host_cache if held[: len(hashes)] != hashes
+        runner.host_cache = deque(
+            (hashes, tokens)
+            for hashes, tokens in runner.host_cache
+            if held[: len(hashes)] != hashes
         )
-        self._host_cache.append((slot.hashes, slot.cum_tokens))
-        while sum(t[-1] for _, t in self._host_cache) > self.spec.host_cache_tokens:
-            self._host_cache.popleft()
+        runner.host_cache.append((slot.hashes, slot.cum_tokens))
+        while sum(t[-1] for _, t in runner.host_cache) > self.spec.host_cache_tokens:
+            runner.host_cache.popleft()

@@ -26,6 +26,9 @@ def _cpu(name: str, speed: float = 1.0, host_cache_tokens: int = 200_000) -> Hos
 
 
 def _ollama(name: str) -> HostSpec:
+    """Ollama 0.34.4: each loaded model's llama-server keeps a host prompt cache limited to
+    its context, `-c 8192` at OLLAMA_NUM_PARALLEL:2 (captures/engines/ollama/v0.34.4/
+    engine.log: "prompt cache is enabled", "limits: 8192.000 MiB, 8192 tokens")."""
     return HostSpec(
         name,
         Flavour.OLLAMA,
@@ -33,6 +36,7 @@ def _ollama(name: str) -> HostSpec:
         model_gb=(4.0, 4.0, 4.0),
         memory_gb=9.0,
         load_s=8.0,
+        host_cache_tokens=8192,
     )
 
 
