@@ -111,25 +111,38 @@ print(json.dumps({
 """
 
 
+COMPILED = "mypyc"
+PURE = "python"
+
+
+# env given to `docker run`    | policy, candidates, view | chain links
+@pytest.mark.parametrize(
+    ("env", "modules", "chain"),
+    [
+        ([], COMPILED, "c"),  # the image as shipped
+        (["PHAROS_PURE_PYTHON=1"], PURE, PURE),  # the switch still reaches the source build
+    ],
+)
 def test_the_image_runs_the_compiled_policy_and_chain_links_without_a_compiler(
-    image: str,
+    image: str, env: list[str], modules: str, chain: str
 ) -> None:
     """The build stage compiles (setup.py: mypyc and prefix/_chainc.c); the final stage, run
     as its own user, loads those builds and has no compiler left in it. The pure-Python
     fallback here cost pick p50 ~45 instead of ~8 us."""
     name = f"pharos-e2e-build-{uuid.uuid4().hex[:12]}"
+    env_args = [arg for pair in env for arg in ("-e", pair)]
     out = docker(
-        "run", "--rm", "--name", name, "--label", "pharos.test=build",
-        "--network", "none", "--entrypoint", "python", image, "-c", BUILD_REPORT,
+        "run", "--rm", "--name", name, "--label", "pharos.test=build", "--network", "none",
+        *env_args, "--entrypoint", "python", image, "-c", BUILD_REPORT,
     )  # fmt: skip
     report = json.loads(out.splitlines()[-1])
     assert report["modules"] == {
-        "pharos.policy.cost": "mypyc",
-        "pharos.policy.least_load": "mypyc",
-        "pharos.sched.candidates": "mypyc",
-        "pharos.state.view": "mypyc",
+        "pharos.policy.cost": modules,
+        "pharos.policy.least_load": modules,
+        "pharos.sched.candidates": modules,
+        "pharos.state.view": modules,
     }, report
-    assert report["chain"] == "c", report
+    assert report["chain"] == chain, report
     assert report["compiler"] == [], report
 
 
