@@ -13,9 +13,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
+import pharos.policy.cost
 from pharos.fakeengine import FakeLlamaCpp, FakeOllama, no_sleep
 from pharos.fakeengine.ledger import Ledger
 from pharos.obs.service import request_line
+from pharos.policy._load import implementation
+from pharos.prefix import chain
 from pharos.proxy.auth import hash_key
 from pharos.proxy.done import RequestDone
 from tests.obs.rig import (
@@ -179,6 +182,9 @@ async def test_every_series_without_peers(router: Router) -> None:
     assert value(text, "pharos_request_duration_seconds_count", route="chat", status="401") == 1
     build = [s for s in samples(text) if s.name == "pharos_build_info"]
     assert len(build) == 1 and build[0].value == 1 and build[0].labels["version"]
+    # which build runs: PHAROS_PURE_PYTHON=1 (the tests run both builds) says python for both
+    assert build[0].labels["policy"] == implementation(pharos.policy.cost) in {"mypyc", "python"}
+    assert build[0].labels["chain"] == chain.IMPLEMENTATION in {"c", "python"}
     assert not [s.name for s in samples(text) if s.name.endswith("_created")]
     assert "part of prompt" in text  # cached tokens' HELP says they are not extra
     assert "pharos_peer_" not in text  # no peers in this build

@@ -17,8 +17,11 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
+import pharos.policy.cost
 from pharos.obs.live import LiveGauges
 from pharos.obs.looplag import LoopLag
+from pharos.policy._load import implementation
+from pharos.prefix.chain import IMPLEMENTATION
 from pharos.proxy.done import RequestDone
 from pharos.sched import Scheduler
 from pharos.state import State
@@ -115,12 +118,16 @@ class _NoCreated(Collector):
 
 
 def build_info() -> GaugeMetricFamily:
+    """Also which build of the hot path runs: `policy` mypyc or python, `chain` c or python
+    (an install without a compiler, a stale build or PHAROS_PURE_PYTHON=1 runs the source,
+    ~5x slower per pick; issue 13)."""
     info = GaugeMetricFamily(
         "pharos_build_info",
-        "Always 1: the running Pharos and Python versions",
-        labels=["version", "python"],
+        "Always 1: the running Pharos and Python versions, and the compiled policy and chain",
+        labels=["version", "python", "policy", "chain"],
     )
-    info.add_metric([package_version(), platform.python_version()], 1.0)
+    policy = implementation(pharos.policy.cost)
+    info.add_metric([package_version(), platform.python_version(), policy, IMPLEMENTATION], 1.0)
     return info
 
 
