@@ -182,11 +182,13 @@ class PrefixIndex:
         shards = self._shards
         mask = self._mask
         hashes = chain.hashes
+        previous = b""
         for i in range(len(hashes) - 1, -1, -1):
             hash_ = hashes[i]
             packed = shards[hash_ & mask].get(hash_)
-            if packed is None:
+            if packed is None or packed == previous:
                 continue
+            previous = packed
             for _used_s, target_id, generation, source in _SLOT.iter_unpack(packed):
                 if target_id in found:
                     continue
@@ -375,6 +377,8 @@ class PrefixIndex:
         mask = self._mask
         cap = self._shard_cap
         exports = self._exports
+        fresh = _SLOT.pack(used_s, target_id, generation, source)
+        before = after = b""  # the last entry updated, as it was and as it became
         for hash_ in hashes:
             number = hash_ & mask
             if exports:
@@ -384,11 +388,13 @@ class PrefixIndex:
             if packed is None:
                 if len(entries) >= cap:
                     entries.popitem(last=False)
-                entries[hash_] = _SLOT.pack(used_s, target_id, generation, source)
+                entries[hash_] = fresh
                 continue
-            updated = _with_slot(packed, target_id, generation, used_s, source)
-            if updated is not packed:
-                entries[hash_] = updated
+            if packed != before:
+                before = packed
+                after = _with_slot(packed, target_id, generation, used_s, source)
+            if after is not packed:
+                entries[hash_] = after
             entries.move_to_end(hash_)
 
     def _remove(self, hashes: Iterable[int], target_id: int) -> None:
