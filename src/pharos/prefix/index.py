@@ -132,6 +132,14 @@ class PrefixIndex:
         self._shards: tuple[OrderedDict[int, bytes], ...] = tuple(
             OrderedDict() for _ in range(count)
         )
+        # Each shard's get and move_to_end, bound once: the attribute lookups were ~15% of a
+        # lookup's and record's instructions per link (callgrind).
+        self._gets: tuple[Callable[[int], bytes | None], ...] = tuple(
+            shard.get for shard in self._shards
+        )
+        self._moves: tuple[Callable[[int], None], ...] = tuple(
+            shard.move_to_end for shard in self._shards
+        )
         # Exports in progress: for each, per shard, its copy taken before the shard changed
         # (None: not copied yet). See export_batches.
         self._exports: list[list[ShardCopy | None]] = []
@@ -179,13 +187,13 @@ class PrefixIndex:
         """
         found: dict[int, Match] = {}
         current: dict[int, int | None] = {}
-        shards = self._shards
+        gets = self._gets
         mask = self._mask
         hashes = chain.hashes
         previous = b""
         for i in range(len(hashes) - 1, -1, -1):
             hash_ = hashes[i]
-            packed = shards[hash_ & mask].get(hash_)
+            packed = gets[hash_ & mask](hash_)
             if packed is None or packed == previous:
                 continue
             previous = packed
@@ -374,6 +382,8 @@ class PrefixIndex:
         self, hashes: Iterable[int], target_id: int, generation: int, used_s: float, source: int
     ) -> None:
         shards = self._shards
+        gets = self._gets
+        moves = self._moves
         mask = self._mask
         cap = self._shard_cap
         exports = self._exports
@@ -383,9 +393,9 @@ class PrefixIndex:
             number = hash_ & mask
             if exports:
                 self._before_write(number)
-            entries = shards[number]
-            packed = entries.get(hash_)
+            packed = gets[number](hash_)
             if packed is None:
+                entries = shards[number]
                 if len(entries) >= cap:
                     entries.popitem(last=False)
                 entries[hash_] = fresh
@@ -394,8 +404,8 @@ class PrefixIndex:
                 before = packed
                 after = _with_slot(packed, target_id, generation, used_s, source)
             if after is not packed:
-                entries[hash_] = after
-            entries.move_to_end(hash_)
+                shards[number][hash_] = after
+            moves[number](hash_)
 
     def _remove(self, hashes: Iterable[int], target_id: int) -> None:
         for hash_ in hashes:
