@@ -51,7 +51,9 @@ class Model:
             else:
                 self.entries[hash_] = kept
 
-    def lookup(self, chain: Chain, live: dict[int, int], stop_after: int | None) -> dict[int, Match]:
+    def lookup(
+        self, chain: Chain, live: dict[int, int], stop_after: int | None
+    ) -> dict[int, Match]:
         found: dict[int, Match] = {}
         for i in range(len(chain.hashes) - 1, -1, -1):
             for _used_s, target_id, generation, source in self.entries.get(chain.hashes[i], []):
@@ -89,7 +91,9 @@ def _with(
 def _random_chain(rng: random.Random, roots: list[list[int]]) -> Chain:
     """A chain sharing a random prefix of an earlier one, so runs of equal entries are common."""
     root = rng.choice(roots)
-    hashes = root[: rng.randint(0, len(root))] + [rng.getrandbits(64) for _ in range(rng.randint(0, 6))]
+    hashes = root[: rng.randint(0, len(root))] + [
+        rng.getrandbits(64) for _ in range(rng.randint(0, 6))
+    ]
     if rng.random() < 0.3:
         roots.append(hashes)
     return Chain(tuple(hashes), tuple(100 * (n + 1) for n in range(len(hashes))))

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pharos.clock import Clock, SystemClock
 from pharos.prefix.chain import Chain
 from pharos.prefix.export import DONE, SLOT, U32, ShardCopy, copy_shard, export_entries
+from pharos.prefix.links import scan, touch
 from pharos.prefix.tools import ToolsCaching
 from pharos.prefix.wire import PrefixEntry, PrefixOp
 
@@ -187,16 +188,16 @@ class PrefixIndex:
         """
         found: dict[int, Match] = {}
         current: dict[int, int | None] = {}
-        gets = self._gets
+        shards = self._shards
         mask = self._mask
         hashes = chain.hashes
-        previous = b""
-        for i in range(len(hashes) - 1, -1, -1):
-            hash_ = hashes[i]
-            packed = gets[hash_ & mask](hash_)
-            if packed is None or packed == previous:
-                continue
-            previous = packed
+        i = len(hashes) - 1
+        packed = b""
+        while True:
+            held = scan(shards, mask, hashes, i - 1 if packed else i, packed)
+            if held is None:
+                return found
+            i, packed = held
             for _used_s, target_id, generation, source in _SLOT.iter_unpack(packed):
                 if target_id in found:
                     continue
@@ -215,7 +216,6 @@ class PrefixIndex:
                 found[target_id] = Match(matched, _SOURCES[source])
                 if stop_after is not None and len(found) >= stop_after:
                     return found
-        return found
 
     def record(
         self,
@@ -379,20 +379,25 @@ class PrefixIndex:
         return target_id
 
     def _record(
-        self, hashes: Iterable[int], target_id: int, generation: int, used_s: float, source: int
+        self, hashes: Sequence[int], target_id: int, generation: int, used_s: float, source: int
     ) -> None:
         shards = self._shards
-        gets = self._gets
         moves = self._moves
         mask = self._mask
         cap = self._shard_cap
-        exports = self._exports
         fresh = _SLOT.pack(used_s, target_id, generation, source)
+        if not self._exports:
+
+            def update(packed: bytes) -> bytes:
+                return _with_slot(packed, target_id, generation, used_s, source)
+
+            touch(shards, moves, mask, cap, hashes, fresh, update)
+            return
+        gets = self._gets
         before = after = b""  # the last entry updated, as it was and as it became
         for hash_ in hashes:
             number = hash_ & mask
-            if exports:
-                self._before_write(number)
+            self._before_write(number)
             packed = gets[number](hash_)
             if packed is None:
                 entries = shards[number]
