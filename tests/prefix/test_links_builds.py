@@ -78,7 +78,8 @@ def _scan_all(scan: Scan, shards: Shards, mask: int, hashes: tuple[int, ...]) ->
 def test_the_c_loops_leave_what_the_python_loops_leave(seed: int, shard_count: int, cap: int):
     native = needs_c_build()
     rng = random.Random(seed)
-    keys = [rng.getrandbits(64) for _ in range(60)]
+    # a peer's op may carry any int msgspec decodes: the int64 / uint64 bounds, negatives
+    keys = [rng.getrandbits(64) for _ in range(56)] + [-(2**63), -1, 0, 2**64 - 1]
     shards = _shards(rng, shard_count, keys)
     hashes = tuple(rng.choice(keys) for _ in range(rng.randint(0, 40)))
     mask = shard_count - 1
