@@ -109,7 +109,7 @@ def test_the_index_uses_the_c_loops_when_built_and_not_told_otherwise() -> None:
         assert links.IMPLEMENTATION == "c"
 
 
-def test_an_exception_in_update_leaves_the_c_touch_without_a_leak_or_crash() -> None:
+def test_an_exception_in_update_propagates_from_the_c_touch_and_leaves_the_entry() -> None:
     native = needs_c_build()
     shards: Shards = (OrderedDict({5: b"\x00" * 17}),)
 
