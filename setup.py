@@ -65,9 +65,11 @@ def _ext_modules() -> list[Any]:
 
 NATIVE = [
     Extension("pharos.prefix._chainc", ["src/pharos/prefix/_chainc.c"], optional=True),
+    Extension("pharos.prefix._indexc", ["src/pharos/prefix/_indexc.c"], optional=True),
 ]
 """Plain C, no mypyc: the chat chain's links (prefix/_chainc.c; prefix/chain.py falls back to its
-Python loop without it). 194-message 32 KiB chat: ~170-250 -> ~35 µs."""
+Python loop without it). 194-message 32 KiB chat: ~170-250 -> ~35 µs. The prefix index's per-link
+loops (prefix/_indexc.c; prefix/links.py is the fallback)."""
 
 
 def _native_modules() -> list[Any]:

@@ -5,6 +5,12 @@ Prints `bench prefix-lookup-50 p50_us=N p99_us=N`, `bench prefix-record-50 p50_u
 `bench prefix-chain-50 p50_us=N p99_us=N` and `mem prefix-200k rss_mb=N` (the whole process's
 RSS, in a fresh interpreter, every entry holding 4 slots: the worst case), then the same with
 one slot per entry and `info` lines (tracemalloc of the index alone, time of a full export).
+
+The 194-link rows are the 32 KiB bench chat's shape (benchmarks/compare.py): a follow-up turn
+re-recording a chain whose first 192 links its target already holds
+(`prefix-record-194-followup`), the lookup of a chain one of two candidates holds whole (so
+`stop_after` never ends it early: `prefix-lookup-194-full`) and of one matching nothing
+(`prefix-lookup-194-none`).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ SMOKE = os.environ.get("PHAROS_BENCH_SMOKE") == "1"  # tiny counts: CI checks it
 ITERATIONS = 50 if SMOKE else 5_000
 CAP_ENTRIES = 2_000 if SMOKE else DEFAULT_CAP_ENTRIES
 TARGETS = 8
+LONG_MESSAGES = 194
 
 
 def _percentiles_us(samples_ns: list[int]) -> tuple[float, float]:
@@ -92,6 +99,51 @@ def bench_lookup_and_record() -> None:
     _print(f"prefix-record-{MESSAGES}", records)
 
 
+def _long_chat(seed: int, extra_turns: int) -> list[tuple[str, object]]:
+    messages: list[tuple[str, object]] = [("system", "You are a helpful assistant. " * 4)]
+    for turn in range(1, LONG_MESSAGES - 2 + extra_turns):
+        role = "user" if turn % 2 else "assistant"
+        messages.append((role, f"chat {seed} turn {turn}: " + "lorem ipsum " * 13))
+    return messages
+
+
+def bench_long_chat() -> None:
+    """194-link rows: 2 candidates, target 0 holds the chat, a full 200k index around it."""
+    clock = FakeClock()
+    index = PrefixIndex(clock=clock)
+    for n in range(CAP_ENTRIES // 2):  # a fuller index: shards at half their cap
+        index.record(Chain(((n * 0x9E3779B97F4A7C15) & 0xFFFF_FFFF_FFFF_FFFF,), (1,)), 1, 1, 0.0)
+    base = _long_chat(0, 0)
+    index.record(chain_for_chat("qwen2.5:7b", None, base), 0, 1, clock.now())
+    rounds = ITERATIONS // 5
+    followups = []
+    for k in range(rounds):
+        turn = [("user", f"follow-up {k}: " + "lorem ipsum " * 13), ("assistant", f"answer {k}")]
+        followups.append(chain_for_chat("qwen2.5:7b", None, base + turn))
+    unknown = chain_for_chat("qwen2.5:7b", None, _long_chat(1, 2))
+    assert len(followups[0].hashes) == len(unknown.hashes) == LONG_MESSAGES
+
+    def generation_of(target_id: int) -> int | None:
+        return 1 if target_id in (0, 1) else None
+
+    records, full, none = [], [], []
+    for chain in followups:
+        clock.advance(0.01)
+        start = time.perf_counter_ns()
+        index.record(chain, 0, 1, clock.now(), Source.LOCAL)
+        records.append(time.perf_counter_ns() - start)
+        start = time.perf_counter_ns()
+        found = index.lookup(chain, generation_of, 2)
+        full.append(time.perf_counter_ns() - start)
+        assert found[0].matched_bytes == chain.cum_bytes[-1]
+        start = time.perf_counter_ns()
+        index.lookup(unknown, generation_of, 2)
+        none.append(time.perf_counter_ns() - start)
+    _print(f"prefix-record-{LONG_MESSAGES}-followup", records)
+    _print(f"prefix-lookup-{LONG_MESSAGES}-full", full)
+    _print(f"prefix-lookup-{LONG_MESSAGES}-none", none)
+
+
 def _fill(index: PrefixIndex, slots_per_entry: int) -> None:
     for n in range(index.cap_entries):
         chain = Chain(((n * 0x9E3779B97F4A7C15) & 0xFFFF_FFFF_FFFF_FFFF,), (1000,))
@@ -135,6 +187,7 @@ def main() -> None:
     gc.freeze()
     bench_chain()
     bench_lookup_and_record()
+    bench_long_chat()
     bench_memory()
 
 

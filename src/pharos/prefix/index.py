@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pharos.clock import Clock, SystemClock
 from pharos.prefix.chain import Chain
 from pharos.prefix.export import DONE, SLOT, U32, ShardCopy, copy_shard, export_entries
+from pharos.prefix.links import scan, touch
 from pharos.prefix.tools import ToolsCaching
 from pharos.prefix.wire import PrefixEntry, PrefixOp
 
@@ -132,6 +133,14 @@ class PrefixIndex:
         self._shards: tuple[OrderedDict[int, bytes], ...] = tuple(
             OrderedDict() for _ in range(count)
         )
+        # Each shard's get and move_to_end, bound once: the attribute lookups were ~15% of a
+        # lookup's and record's instructions per link (callgrind).
+        self._gets: tuple[Callable[[int], bytes | None], ...] = tuple(
+            shard.get for shard in self._shards
+        )
+        self._moves: tuple[Callable[[int], None], ...] = tuple(
+            shard.move_to_end for shard in self._shards
+        )
         # Exports in progress: for each, per shard, its copy taken before the shard changed
         # (None: not copied yet). See export_batches.
         self._exports: list[list[ShardCopy | None]] = []
@@ -182,11 +191,13 @@ class PrefixIndex:
         shards = self._shards
         mask = self._mask
         hashes = chain.hashes
-        for i in range(len(hashes) - 1, -1, -1):
-            hash_ = hashes[i]
-            packed = shards[hash_ & mask].get(hash_)
-            if packed is None:
-                continue
+        i = len(hashes) - 1
+        packed = b""
+        while True:
+            held = scan(shards, mask, hashes, i - 1 if packed else i, packed)
+            if held is None:
+                return found
+            i, packed = held
             for _used_s, target_id, generation, source in _SLOT.iter_unpack(packed):
                 if target_id in found:
                     continue
@@ -205,7 +216,6 @@ class PrefixIndex:
                 found[target_id] = Match(matched, _SOURCES[source])
                 if stop_after is not None and len(found) >= stop_after:
                     return found
-        return found
 
     def record(
         self,
@@ -369,12 +379,20 @@ class PrefixIndex:
         return target_id
 
     def _record(
-        self, hashes: Iterable[int], target_id: int, generation: int, used_s: float, source: int
+        self, hashes: Sequence[int], target_id: int, generation: int, used_s: float, source: int
     ) -> None:
         shards = self._shards
         mask = self._mask
         cap = self._shard_cap
         exports = self._exports
+        if not exports and len(hashes) > 1:
+            _touch_chain(
+                shards, self._moves, mask, cap, hashes, target_id, generation, used_s, source
+            )
+            return
+        # One link (a restore's or a merge's entry), or an export copying shards: the plain loop.
+        # Through touch, restore of 20k two-slot entries took 410M instructions against 357M
+        # (callgrind).
         for hash_ in hashes:
             number = hash_ & mask
             if exports:
@@ -407,6 +425,27 @@ class PrefixIndex:
                 del entries[hash_]
             else:
                 entries[hash_] = b"".join(_SLOT.pack(*slot) for slot in kept)
+
+
+def _touch_chain(
+    shards: tuple[OrderedDict[int, bytes], ...],
+    moves: tuple[Callable[[int], None], ...],
+    mask: int,
+    cap: int,
+    hashes: Sequence[int],
+    target_id: int,
+    generation: int,
+    used_s: float,
+    source: int,
+) -> None:
+    """links.touch with this record's update. A function of its own: a closure inside _record
+    made its arguments cells there, on every call (restore: +15% instructions)."""
+
+    def update(packed: bytes) -> bytes:
+        return _with_slot(packed, target_id, generation, used_s, source)
+
+    fresh = _SLOT.pack(used_s, target_id, generation, source)
+    touch(shards, moves, mask, cap, hashes, fresh, update)
 
 
 def _local_time(wall_s: float, wall_to_local_s: float, now_s: float) -> float:
