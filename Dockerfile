@@ -20,7 +20,7 @@ COPY pyproject.toml setup.py README.md /src/
 COPY src /src/src
 # The build fails here rather than ship an image that runs the pure-Python fallback.
 RUN /opt/pharos/bin/pip install --no-cache-dir /src && rm -rf /src \
-    && cd / && /opt/pharos/bin/python -c "import pharos.policy.cost as cost, pharos.prefix.chain as chain; from pharos.policy._load import implementation; built = (implementation(cost), chain.IMPLEMENTATION); print('pharos build:', *built); assert built == ('mypyc', 'c'), built"
+    && cd / && /opt/pharos/bin/python -c "import pharos.policy.cost as cost, pharos.prefix.chain as chain, pharos.prefix.links as links; from pharos.policy._load import implementation; built = (implementation(cost), chain.IMPLEMENTATION, links.IMPLEMENTATION); print('pharos build:', *built); assert built == ('mypyc', 'c', 'c'), built"
 
 # Final stage: the same base with the built venv, no compiler.
 FROM python:3.11-slim

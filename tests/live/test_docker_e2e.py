@@ -100,12 +100,13 @@ def stack(image: str) -> Iterator[Stack]:
 BUILD_REPORT = """
 import json, shutil
 import pharos.policy.cost, pharos.policy.least_load, pharos.sched.candidates, pharos.state.view
-import pharos.prefix.chain as chain
+import pharos.prefix.chain as chain, pharos.prefix.links as links
 from pharos.policy._load import implementation
 modules = (pharos.policy.cost, pharos.policy.least_load, pharos.sched.candidates, pharos.state.view)
 print(json.dumps({
     "modules": {m.__name__: implementation(m) for m in modules},
     "chain": chain.IMPLEMENTATION,
+    "index": links.IMPLEMENTATION,
     "compiler": [c for c in ("cc", "gcc") if shutil.which(c)],
 }))
 """
@@ -115,7 +116,7 @@ COMPILED = "mypyc"
 PURE = "python"
 
 
-# env given to `docker run`    | policy, candidates, view | chain links
+# env given to `docker run`    | policy, candidates, view | chain and index links
 @pytest.mark.parametrize(
     ("env", "modules", "chain"),
     [
@@ -126,9 +127,9 @@ PURE = "python"
 def test_the_image_runs_the_compiled_policy_and_chain_links_without_a_compiler(
     image: str, env: list[str], modules: str, chain: str
 ) -> None:
-    """The build stage compiles (setup.py: mypyc and prefix/_chainc.c); the final stage, run
-    as its own user, loads those builds and has no compiler left in it. The pure-Python
-    fallback here cost pick p50 ~45 instead of ~8 us."""
+    """The build stage compiles (setup.py: mypyc, prefix/_chainc.c and _indexc.c); the final
+    stage, run as its own user, loads those builds and has no compiler left in it. The
+    pure-Python fallback here cost pick p50 ~45 instead of ~8 us."""
     name = f"pharos-e2e-build-{uuid.uuid4().hex[:12]}"
     env_args = [arg for pair in env for arg in ("-e", pair)]
     out = docker(
@@ -142,7 +143,7 @@ def test_the_image_runs_the_compiled_policy_and_chain_links_without_a_compiler(
         "pharos.sched.candidates": modules,
         "pharos.state.view": modules,
     }, report
-    assert report["chain"] == chain, report
+    assert report["chain"] == report["index"] == chain, report
     assert report["compiler"] == [], report
 
 

@@ -18,7 +18,7 @@ from pharos.fakeengine import FakeLlamaCpp, FakeOllama, no_sleep
 from pharos.fakeengine.ledger import Ledger
 from pharos.obs.service import request_line
 from pharos.policy._load import implementation
-from pharos.prefix import chain
+from pharos.prefix import chain, links
 from pharos.proxy.auth import hash_key
 from pharos.proxy.done import RequestDone
 from tests.obs.rig import (
@@ -185,6 +185,7 @@ async def test_every_series_without_peers(router: Router) -> None:
     # which build runs: PHAROS_PURE_PYTHON=1 (the tests run both builds) says python for both
     assert build[0].labels["policy"] == implementation(pharos.policy.cost) in {"mypyc", "python"}
     assert build[0].labels["chain"] == chain.IMPLEMENTATION in {"c", "python"}
+    assert build[0].labels["index"] == links.IMPLEMENTATION in {"c", "python"}
     assert not [s.name for s in samples(text) if s.name.endswith("_created")]
     assert "part of prompt" in text  # cached tokens' HELP says they are not extra
     assert "pharos_peer_" not in text  # no peers in this build

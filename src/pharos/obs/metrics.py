@@ -21,7 +21,7 @@ import pharos.policy.cost
 from pharos.obs.live import LiveGauges
 from pharos.obs.looplag import LoopLag
 from pharos.policy._load import implementation
-from pharos.prefix.chain import IMPLEMENTATION
+from pharos.prefix import chain, links
 from pharos.proxy.done import RequestDone
 from pharos.sched import Scheduler
 from pharos.state import State
@@ -118,16 +118,16 @@ class _NoCreated(Collector):
 
 
 def build_info() -> GaugeMetricFamily:
-    """Also which build of the hot path runs: `policy` mypyc or python, `chain` c or python
-    (an install without a compiler, a stale build or PHAROS_PURE_PYTHON=1 runs the source,
-    ~5x slower per pick; issue 13)."""
+    """Also which build of the hot path runs: `policy` mypyc or python, `chain` and `index`
+    (the prefix chain's and the index's per-link loops) c or python. An install without a
+    compiler, a stale build or PHAROS_PURE_PYTHON=1 runs the source, ~5x slower per pick."""
     info = GaugeMetricFamily(
         "pharos_build_info",
-        "Always 1: the running Pharos and Python versions, and the compiled policy and chain",
-        labels=["version", "python", "policy", "chain"],
+        "Always 1: the running Pharos and Python versions, and which hot-path builds loaded",
+        labels=["version", "python", "policy", "chain", "index"],
     )
-    policy = implementation(pharos.policy.cost)
-    info.add_metric([package_version(), platform.python_version(), policy, IMPLEMENTATION], 1.0)
+    builds = [implementation(pharos.policy.cost), chain.IMPLEMENTATION, links.IMPLEMENTATION]
+    info.add_metric([package_version(), platform.python_version(), *builds], 1.0)
     return info
 
 
