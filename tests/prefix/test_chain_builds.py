@@ -6,10 +6,8 @@ build or one that disagrees with chain.py runs the Python loop. Hashes never dep
 
 from __future__ import annotations
 
-import importlib
 import os
 import random
-import shutil
 import subprocess
 import sys
 import types
@@ -27,22 +25,14 @@ from pharos.prefix.chain import (
     chain_for_chat,
     python_links,
 )
+from tests.prefix.native import native_module
+from tests.prefix.native import needs_c_build as needs_c_build_of
 
-_chainc: types.ModuleType | None
-try:
-    _chainc = importlib.import_module("pharos.prefix._chainc")
-except ImportError:
-    _chainc = None
+_chainc = native_module("_chainc")
 
 
 def needs_c_build() -> types.ModuleType:
-    """Skips without the C build, except in CI on a machine with a C compiler: there setup.py
-    fell back by mistake (`pip install -v` says why)."""
-    if _chainc is not None:
-        return _chainc
-    if os.environ.get("CI") and (shutil.which("cc") or shutil.which("gcc")):
-        pytest.fail("CI has a C compiler but pharos.prefix._chainc was not built")
-    pytest.skip("no C build of the chain here (no C compiler at install)")
+    return needs_c_build_of(_chainc, "_chainc")
 
 
 TOOLS = b'[{"type":"function"}]'
@@ -66,6 +56,7 @@ PINNED_TEXT = (
     0x8278DB62902321C4,
     0x631C42BCCB51CE2E,
 )
+
 PINNED_TEXT_CUM_BYTES = (30, 52, 52, 5052, 5054, 5055, 5062)  # 21 bytes of tools first
 
 PIN_SCRIPT = f"""

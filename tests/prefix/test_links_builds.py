@@ -7,10 +7,8 @@ the same order and give the same answers.
 
 from __future__ import annotations
 
-import importlib
 import os
 import random
-import shutil
 import types
 from collections import OrderedDict
 from collections.abc import Callable
@@ -19,22 +17,14 @@ import pytest
 
 from pharos.prefix import links
 from pharos.prefix.links import Moves, Scan, Shards, Touch
+from tests.prefix.native import native_module
+from tests.prefix.native import needs_c_build as needs_c_build_of
 
-_indexc: types.ModuleType | None
-try:
-    _indexc = importlib.import_module("pharos.prefix._indexc")
-except ImportError:
-    _indexc = None
+_indexc = native_module("_indexc")
 
 
 def needs_c_build() -> types.ModuleType:
-    """Skips without the C build, except in CI on a machine with a C compiler: there setup.py
-    fell back by mistake (`pip install -v` says why)."""
-    if _indexc is not None:
-        return _indexc
-    if os.environ.get("CI") and (shutil.which("cc") or shutil.which("gcc")):
-        pytest.fail("CI has a C compiler but no pharos.prefix._indexc: setup.py fell back")
-    pytest.skip("no C build of the index loops here")
+    return needs_c_build_of(_indexc, "_indexc")
 
 
 def _shards(rng: random.Random, count: int, keys: list[int]) -> Shards:
