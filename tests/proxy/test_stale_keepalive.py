@@ -9,6 +9,7 @@ reuses a connection the server closed while it sat idle in the pool).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 
 from aiohttp import web
@@ -81,3 +82,25 @@ async def test_a_backend_that_drops_the_retry_too_is_ejected(rig: RigFactory) ->
     assert ("upstream", "connect_failed") in r.done[0].decisions
     [backend] = r.pharos.state.backends()
     assert backend.ejected is not None
+
+
+async def test_the_retry_goes_out_on_a_new_connection_when_the_pool_holds_several_closed_ones(
+    rig: RigFactory,
+) -> None:
+    """Found in CI under load ([200, 200, 503]): two requests at once left two idle pooled
+    connections, the engine closed both, and the retry took the second one."""
+    fake = FakeLlamaCpp(sleep=no_sleep)
+    closer = ClosesReusedConnections(fake)
+    r = await rig(Backend(fake))
+    first = await asyncio.gather(r.chat(MODEL, "a"), r.chat(MODEL, "b"))
+    await r.until_done(2)
+    assert [status for status, _ in first] == [200, 200]
+    assert len(closer.seen) == 2, "the two requests shared a connection: nothing was tested"
+
+    status, _ = await r.chat(MODEL, "after the burst")
+    await r.until_done(3)
+
+    assert status == 200
+    assert closer.closed == 1  # the stale pooled try; the retry went out on a new connection
+    [backend] = r.pharos.state.backends()
+    assert backend.ejected is None and backend.up

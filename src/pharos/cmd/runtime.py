@@ -96,6 +96,20 @@ new_session = upstream_session
 """The old name, kept for callers outside this package."""
 
 
+def retry_session(credentials: CredentialsRef | None = None) -> aiohttp.ClientSession:
+    """The proxy's second try after a pooled connection was found closed: as
+    upstream_session, but every request on a new connection (force_close), so the retry
+    can't take another idle connection the engine closed too."""
+    connector = aiohttp.TCPConnector(limit=0, force_close=True, ttl_dns_cache=300)
+    return aiohttp.ClientSession(
+        connector=connector,
+        middlewares=_credential_middlewares(credentials),
+        auto_decompress=False,
+        skip_auto_headers=("Accept-Encoding",),
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0),
+    )
+
+
 def scrape_session(credentials: CredentialsRef | None = None) -> aiohttp.ClientSession:
     """The scraper's own pool, so a scrape never waits behind inference traffic: sharing
     the proxy's pool, a healthy engine under 150 streams missed its 0.8 s scrape timeout
@@ -146,6 +160,7 @@ class Pharos:
         self.credentials.table = credential_table(config)
         self.session = session if session is not None else upstream_session(self.credentials)
         self.scrape_session = scrape_session(self.credentials)
+        self.retry_session = retry_session(self.credentials)
         self.keyring = KeyRing(key_table(config))
         self.usage = UsageBook(
             self.clock,
@@ -192,6 +207,7 @@ class Pharos:
         self.proxy = Proxy(
             clock=self.clock,
             session=self.session,
+            retry_session=self.retry_session,
             state=self.state,
             sched=self.sched,
             usage=self.usage,
@@ -257,6 +273,7 @@ class Pharos:
         await self.obs.metrics.loop_lag.stop()
         await self.state.stop()
         await self.scrape_session.close()
+        await self.retry_session.close()
         if self._own_session:
             await self.session.close()
 

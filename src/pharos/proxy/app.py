@@ -122,6 +122,7 @@ class Proxy:
         *,
         clock: Clock,
         session: aiohttp.ClientSession,
+        retry_session: aiohttp.ClientSession,
         state: State,
         sched: Scheduler,
         usage: UsageBook | None,
@@ -143,6 +144,7 @@ class Proxy:
         self._forwarder = Forwarder(
             clock=clock,
             session=session,
+            retry_session=retry_session,
             state=state,
             sched=sched,
             rng=random.Random(options.seed),

@@ -90,6 +90,7 @@ class Forwarder:
         *,
         clock: Clock,
         session: aiohttp.ClientSession,
+        retry_session: aiohttp.ClientSession,
         state: State,
         sched: Scheduler,
         rng: random.Random,
@@ -98,6 +99,7 @@ class Forwarder:
     ) -> None:
         self._clock = clock
         self._session = session
+        self._retry_session = retry_session
         self._state = state
         self._sched = sched
         self._rng = rng
@@ -211,6 +213,7 @@ class Forwarder:
                 data=out_body,
                 headers=forward_headers(ex.request),
                 bounds=self._upstream_timeout,
+                retry_session=self._retry_session,
             )
         except aiohttp.SocketTimeoutError:
             lease.release(NO_REPLY)  # the engine may still be working on it: no retry, no eject

@@ -70,19 +70,22 @@ async def post_upstream(
     data: bytes,
     headers: dict[str, str],
     bounds: aiohttp.ClientTimeout,
+    retry_session: aiohttp.ClientSession,
 ) -> aiohttp.ClientResponse:
     """POST until the reply's headers, once more when the connection closed before any byte
     came back (ServerDisconnectedError).
 
     llama-server closes keep-alive connections after long requests, and a request sent on the
     pooled connection it closed fails so: taken for a refused connection, it ejected a live
-    backend. aiohttp drops the closed connection, so the second try goes out on another; a
-    refused connect (ClientConnectorError) or a second disconnect is raised to the caller."""
+    backend. The second try goes out on `retry_session`, which pools nothing, so it is a new
+    connection: on `session` it took the next idle one, closed as well after a burst (the
+    pool held two, and the request got a 503, once in CI). A refused connect
+    (ClientConnectorError) or a second disconnect is raised to the caller."""
     try:
         return await session.post(url, data=data, headers=headers, timeout=bounds)
     except aiohttp.ServerDisconnectedError:
         pass
-    return await session.post(url, data=data, headers=headers, timeout=bounds)
+    return await retry_session.post(url, data=data, headers=headers, timeout=bounds)
 
 
 def is_idle_timeout(exc: BaseException) -> bool:
