@@ -24,7 +24,9 @@ class ClosesReusedConnections:
     """Answers the first request of each connection; closes it when a second one arrives."""
 
     def __init__(self, fake: FakeLlamaCpp) -> None:
-        self.seen: set[int] = set()
+        # The transports themselves, not their ids: a closed one's id was reused by the next
+        # connection, which was then taken for a reused one.
+        self.seen: set[object] = set()
         self.closed = 0
         self.posts = 0
         self.drop_all = False
@@ -41,11 +43,11 @@ class ClosesReusedConnections:
         self.posts += 1
         transport = request.transport
         assert transport is not None
-        if self.drop_all or id(transport) in self.seen:
+        if self.drop_all or transport in self.seen:
             self.closed += 1
             transport.abort()  # no status line, nothing: the connection is just gone
             raise web.HTTPServiceUnavailable()  # never written: the socket is closed
-        self.seen.add(id(transport))
+        self.seen.add(transport)
         return await handler(request)
 
 
