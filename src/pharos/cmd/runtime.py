@@ -76,13 +76,17 @@ class RuntimeOptions:
     on_done: Callable[[RequestDone], None] | None = None  # also told of each finished request
 
 
-def upstream_session(credentials: CredentialsRef | None = None) -> aiohttp.ClientSession:
+def upstream_session(
+    credentials: CredentialsRef | None = None, *, force_close: bool = False
+) -> aiohttp.ClientSession:
     """The proxy's client: keep-alive, no compression, no timeout on bodies (§9).
 
     No cap on connections: the scheduler's leases already bound what each target gets,
     and a pool cap below that made requests wait for a connection unseen (issue 11:
-    limit_per_host=64 under 150 streams)."""
-    connector = aiohttp.TCPConnector(limit=0, limit_per_host=0, ttl_dns_cache=300)
+    limit_per_host=64 under 150 streams). `force_close`: every request on a new connection."""
+    connector = aiohttp.TCPConnector(
+        limit=0, limit_per_host=0, ttl_dns_cache=300, force_close=force_close
+    )
     return aiohttp.ClientSession(
         connector=connector,
         middlewares=_credential_middlewares(credentials),
@@ -98,16 +102,9 @@ new_session = upstream_session
 
 def retry_session(credentials: CredentialsRef | None = None) -> aiohttp.ClientSession:
     """The proxy's second try after a pooled connection was found closed: as
-    upstream_session, but every request on a new connection (force_close), so the retry
-    can't take another idle connection the engine closed too."""
-    connector = aiohttp.TCPConnector(limit=0, force_close=True, ttl_dns_cache=300)
-    return aiohttp.ClientSession(
-        connector=connector,
-        middlewares=_credential_middlewares(credentials),
-        auto_decompress=False,
-        skip_auto_headers=("Accept-Encoding",),
-        timeout=aiohttp.ClientTimeout(total=None, sock_connect=10.0),
-    )
+    upstream_session, but pooling nothing, so the retry can't take another idle connection
+    the engine closed too."""
+    return upstream_session(credentials, force_close=True)
 
 
 def scrape_session(credentials: CredentialsRef | None = None) -> aiohttp.ClientSession:

@@ -67,28 +67,21 @@ def fits_if_cold(view: TargetView, others: Iterable[tuple[TargetView, int]]) -> 
     requests in flight is evictable; one with requests, or one loading, holds its memory. None
     when the host memory, this model's size or a busy model's footprint is unknown.
     """
-    memory_bytes = view.memory_bytes
-    size_bytes = view.size_bytes
-    if memory_bytes is None or size_bytes is None:
-        return None
-    held_bytes = 0
-    for other, occupancy in others:
-        if other.target_id == view.target_id:
-            continue
-        busy = occupancy > 0 or other.residency is _LOADING
-        if not busy:
-            continue
-        footprint = other.vram_bytes if other.vram_bytes is not None else other.size_bytes
-        if footprint is None:
-            return None
-        held_bytes += footprint
-    return size_bytes <= memory_bytes - held_bytes
+    return _fits(view, others, idle_loaded_holds=False)
 
 
 def fits_beside_loaded(view: TargetView, others: Iterable[tuple[TargetView, int]]) -> bool | None:
     """Whether loading this cold model fits beside every model the host holds, idle ones too:
     False when the load would unload an idle model (whose next request then reloads it). None
     when the host memory or a size is unknown."""
+    return _fits(view, others, idle_loaded_holds=True)
+
+
+def _fits(
+    view: TargetView, others: Iterable[tuple[TargetView, int]], idle_loaded_holds: bool
+) -> bool | None:
+    """Whether the model fits in the host memory the others hold: a busy or loading model
+    always holds its footprint, an idle loaded one only when `idle_loaded_holds`."""
     memory_bytes = view.memory_bytes
     size_bytes = view.size_bytes
     if memory_bytes is None or size_bytes is None:
@@ -97,7 +90,9 @@ def fits_beside_loaded(view: TargetView, others: Iterable[tuple[TargetView, int]
     for other, occupancy in others:
         if other.target_id == view.target_id:
             continue
-        if occupancy <= 0 and other.residency is not _LOADED and other.residency is not _LOADING:
+        residency = other.residency
+        holds = occupancy > 0 or residency is _LOADING
+        if not holds and not (idle_loaded_holds and residency is _LOADED):
             continue
         footprint = other.vram_bytes if other.vram_bytes is not None else other.size_bytes
         if footprint is None:
