@@ -81,10 +81,9 @@ def _turn_key(sample: Sample) -> tuple[str, int, int, str]:
 
 
 def same_turns_hit_percent(mine: Result, other: Result) -> tuple[float, float, int]:
-    """Both runs' hit ratio over only the turns both served, and how many: a policy that serves
-    more turns in the same time adds late conversations' first turns, nearly all uncached
-    (hetero seed 2: cost 15 turns more than sticky, 84.25% against 84.25% on the 131 both
-    served, 83.9% against 84.2% over each run's own)."""
+    """Both runs' hit ratio over only the turns both served, and how many. Runs of one
+    scenario and seed serve the same turns (run.planned_turns), so this equals the runs' own
+    ratios; it stays beside a hit loss as the check that they compared the same prompts."""
     theirs = {_turn_key(s): s for s in other.samples}
     shared = [(s, theirs[_turn_key(s)]) for s in mine.samples if _turn_key(s) in theirs]
     prompt = sum(a.prompt_tokens for a, _ in shared)
