@@ -17,7 +17,12 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from pharos.peer.statefile import StateFileError, StreamedStateFile, read_state_file_async
+from pharos.peer.statefile import (
+    MappedStateFile,
+    StateFileError,
+    StreamedStateFile,
+    open_state_file,
+)
 from pharos.peer.wire import (
     SLICE_ENTRIES,
     Buffer,
@@ -111,39 +116,50 @@ async def _build(shared: Shared) -> list[Buffer]:
     return parts
 
 
-async def merge_snapshot(shared: Shared, snapshot: Snapshot) -> int:
+async def merge_snapshot(
+    shared: Shared, snapshot: Snapshot, merged_slice: Callable[[int], None] | None = None
+) -> int:
     """Merge a snapshot in slices, oldest prefix entries first (so its most recent stay most
-    recent here); returns how many prefix entries it carried."""
+    recent here); returns how many prefix entries it carried. `merged_slice(i)` after
+    prefix slice i (MappedStateFile.release)."""
     with collector_paused():
-        return await _merge(shared, snapshot)
+        return await _merge(shared, snapshot, merged_slice)
 
 
-async def _merge(shared: Shared, snapshot: Snapshot) -> int:
+async def _merge(
+    shared: Shared, snapshot: Snapshot, merged_slice: Callable[[int], None] | None
+) -> int:
     cells = snapshot.cells
     for start in range(0, len(cells), CELL_SLICE):
         shared.usage.merge(cells[start : start + CELL_SLICE])
         await _yield()
     entries = 0
-    for batch in _oldest_slices_first(snapshot):
+    for index, batch in _oldest_slices_first(snapshot):
         await _yield()  # decoding the slice was this step's work: restore it in the next ones
         for end in range(len(batch), 0, -MERGE_STEP):  # the slice's older half first
             part = batch[max(0, end - MERGE_STEP) : end]
             shared.prefix.restore(part, shared.state.target_id_of, shared.state.generation_of)
             await _yield()
         entries += len(batch)
+        if merged_slice is not None and index is not None:
+            merged_slice(index)
     shared.state.restore_stats(snapshot.stats)
     return entries
 
 
-def _oldest_slices_first(snapshot: Snapshot) -> Iterator[list[PrefixEntry]]:
-    """Slices in reverse order; raw slices are decoded one at a time as they are reached."""
+def _oldest_slices_first(snapshot: Snapshot) -> Iterator[tuple[int | None, list[PrefixEntry]]]:
+    """Slices in reverse order, with their index in prefix_slices (None: the older `prefix`
+    list); raw slices are decoded one at a time as they are reached."""
     legacy = [
         snapshot.prefix[start : start + SLICE_ENTRIES]
         for start in range(0, len(snapshot.prefix), SLICE_ENTRIES)
     ]
-    for raw in reversed(snapshot.prefix_slices):
-        yield from entry_slices(Snapshot(prefix_slices=[raw]))
-    yield from reversed(legacy)
+    for index in range(len(snapshot.prefix_slices) - 1, -1, -1):
+        raw = snapshot.prefix_slices[index]
+        for batch in entry_slices(Snapshot(prefix_slices=[raw])):
+            yield index, batch
+    for batch in reversed(legacy):
+        yield None, batch
 
 
 # ---- the state file (§12 "Warm restart without peers") ---------------------------------
@@ -152,18 +168,19 @@ def _oldest_slices_first(snapshot: Snapshot) -> Iterator[list[PrefixEntry]]:
 async def restore_state_file(shared: Shared, path: Path) -> bool:
     """Merge the state file if there is one; a corrupt one is logged and startup goes on."""
     try:
-        snapshot = await read_state_file_async(path)
+        mapped: MappedStateFile | None = await asyncio.to_thread(open_state_file, path)
     except StateFileError as err:
         log.error("state file not restored, starting empty: %s", err)
         return False
-    if snapshot is None:
+    if mapped is None:
         log.info(
             "no state file at %s yet; it is written every %.0fs and on shutdown",
             path,
             STATE_FILE_INTERVAL_S,
         )
         return False
-    entries = await merge_snapshot(shared, snapshot)
+    snapshot = mapped.snapshot
+    entries = await merge_snapshot(shared, snapshot, mapped.release)
     log.info(
         "restored %d usage cells, %d prefix entries and %d target stats from %s",
         len(snapshot.cells),
