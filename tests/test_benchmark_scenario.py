@@ -40,9 +40,33 @@ def test_the_real_engine_scenario_serves_turns_through_pharos_and_direct_on_fake
         turns = int(row[4].split()[0])
         assert turns > 0, row
         assert sum(int(n) for n in row[5].split("/")) == turns, row
+    assert rows[0][4] == rows[1][4]  # the same planned turns under both policies
 
 
 def test_the_scenario_without_engines_says_which_script_installs_them() -> None:
     done = _scenario("--fleet", "equal", env={"PHAROS_ENGINE_CACHE": "/nonexistent/engines"})
     assert done.returncode == 2
     assert "install-all.sh" in done.stderr and "Traceback" not in done.stderr, done.stderr
+
+
+def test_every_policy_is_given_the_turns_an_instant_fleet_would_see_sent_in_the_duration() -> None:
+    from benchmarks.scenario.conversations import conversations
+
+    duration_s = 60.0
+    convs = conversations(
+        users=3, bypass=True, models=("m",), duration_s=duration_s, seed=2, think_scale=0.5
+    )
+    by_user: dict[str, list[float]] = {}
+    for conv in convs:
+        sent_s = by_user.setdefault(conv.user, [0.0])
+        if conv.start_s is not None:
+            sent_s[0] = max(sent_s[0], conv.start_s)
+        for turn in conv.turns:
+            sent_s[0] += turn.think_s
+            assert sent_s[0] < duration_s, (conv.user, conv.index)
+    assert set(by_user) == {"user0", "user1", "user2", "noise3"}  # noise numbered after the users
+    assert all(conv.turns for conv in convs)
+    longer = conversations(
+        users=3, bypass=True, models=("m",), duration_s=2 * duration_s, seed=2, think_scale=0.5
+    )
+    assert sum(len(c.turns) for c in longer) > sum(len(c.turns) for c in convs)

@@ -13,15 +13,22 @@ Each user runs its conversations back to back (the next starts one think time af
 previous ended), and think times are scaled by `think_scale`: at the simulator's 5-30 s a
 90 s run serves ~24 turns with 6 users; at 0.25 the two engines are busy, queues form and
 where a turn goes matters (the issue's 240 s run served 129-187 turns).
+
+The turns are planned before the run, as the simulator plans them (pharos.sim.run
+.planned_turn_counts): those a user would send within the duration if every reply were
+instant. Every policy sends the same turns and the hit ratios compare the same prompts; a
+run cut at the duration let the faster policy send more, late chats' uncached first turns.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from pharos.sim import clipped
 from pharos.sim.clipped import HORIZON_FACTOR, cut_session
+from pharos.sim.run import planned_turn_counts
 from pharos.sim.sharegpt import DatasetMissing, scenario_sessions
 from pharos.sim.traces import Mix, Session, sessions
 
@@ -98,9 +105,9 @@ def conversations(
     source: str = "synthetic",
     think_scale: float = 0.25,
 ) -> list[Conversation]:
-    """Every conversation a run may replay, in a fixed order (the seed fixes their content);
-    a user that finishes its conversations stops. The sessions are drawn over a horizon
-    long enough that no user runs out within duration_s."""
+    """Every conversation a run replays, in a fixed order (the seed fixes their content), each
+    cut to its planned turns (planned). The sessions are drawn over a horizon long enough
+    that no user runs out within duration_s."""
     mix = Mix(chat_users=users, noise_users=1 if bypass else 0, models=models)
     made = _sim_sessions(source, mix, duration_s * HORIZON_FACTOR, seed)
     seen: set[str] = set()
@@ -109,4 +116,20 @@ def conversations(
         first = session.user not in seen
         out.append(_cut(session, index, escaped, first, think_scale, MAX_TEXT_BYTES[source]))
         seen.add(session.user)
-    return out
+    return planned(out, duration_s)
+
+
+def planned(convs: list[Conversation], duration_s: float) -> list[Conversation]:
+    """The conversations, in order, each with the turns its user sends within duration_s on
+    an instant fleet; a user's later ones dropped."""
+    by_user: dict[str, list[Conversation]] = {}
+    for conv in convs:
+        by_user.setdefault(conv.user, []).append(conv)
+    kept: dict[int, int] = {}  # conversation index -> turns
+    for mine in by_user.values():
+        plan = ((c.start_s or 0.0, [t.think_s for t in c.turns]) for c in mine)
+        for conv, turns in zip(mine, planned_turn_counts(plan, duration_s, 0.0), strict=False):
+            kept[conv.index] = turns
+    return [
+        dataclasses.replace(c, turns=c.turns[: kept[c.index]]) for c in convs if c.index in kept
+    ]

@@ -32,6 +32,9 @@ from pharos.proxy.done import RequestDone
 from pharos.state import BackendSpec
 
 POLICIES = ("pharos-cost", "pharos-least-load", "round-robin", "sticky")
+OVERRUN_FACTOR = 4.0
+"""A run's bound: its planned turns (conversations.planned) get this many times the duration,
+then whatever is still unsent is dropped (it shows as fewer turns served)."""
 READY_TIMEOUT_S = 60.0
 
 
@@ -77,7 +80,7 @@ async def _traffic(
         by_user.setdefault(conv.user, []).append(conv)
     out: list[TurnResult] = []
     started = time.monotonic()
-    end_at = started + duration_s
+    end_at = started + OVERRUN_FACTOR * duration_s
     await asyncio.gather(
         *(
             replay(policy, mine, route, http, started, end_at, out, echo)

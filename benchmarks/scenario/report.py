@@ -3,7 +3,9 @@
 - TTFT p50/p95 over the turns served (client side, to the first delta);
 - prompt-cache hit = sum(cache_n) / sum(cache_n + prompt_n), the engines' own timings;
   "unknown" when no turn carried timings (never 0);
-- turns served in the run's duration (more is better: the same users, the same think time);
+- turns served of the planned ones (every policy sends the same turns, planned before the
+  run; fewer: turns failed, or the run reached its bound, OVERRUN_FACTOR x the duration);
+- wall: how long the policy took to serve them;
 - follow-ups moved: turns after a conversation's first whose engine differs from the
   previous turn's (each move re-prefills the history elsewhere);
 - prefill tok/s: each engine's median prefill speed from its own timings (prompt_n /
@@ -90,6 +92,7 @@ def row(run: PolicyRun) -> tuple[str, ...]:
         queued,
         "-" if run.model_loads is None else str(run.model_loads),
         f"{run.load_before:.1f} -> {run.load_after:.1f}",
+        f"{run.wall_s:.0f} s",
     )
 
 
@@ -105,6 +108,7 @@ HEADER = (
     "queued p50 / p95",
     "model loads",
     "load 1m",
+    "wall",
 )
 
 

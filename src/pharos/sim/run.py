@@ -18,7 +18,7 @@ import asyncio
 import dataclasses
 import statistics
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from pharos.sim import clipped, sharegpt
@@ -130,22 +130,37 @@ def planned_turns(
 ) -> list[tuple[Session, int]]:
     """Each session, in order, with how many of its turns are sent before `duration_s` on a
     fleet that answers instantly (think times only): the same for every policy."""
-    planned: list[tuple[Session, int]] = []
+    counts = planned_turn_counts(
+        ((s.start_s, [t.think_s for t in s.turns]) for s in user_sessions),
+        duration_s,
+        open_after_s,
+    )
+    return list(zip(user_sessions, counts, strict=False))
+
+
+def planned_turn_counts(
+    user_sessions: Iterable[tuple[float, Sequence[float]]], duration_s: float, open_after_s: float
+) -> list[int]:
+    """planned_turns for one user's sessions given as (start_s, each turn's think time): a
+    session opens open_after_s after the last turn was sent at the earliest, at start_s at the
+    earliest; the list ends with the first session cut short. Also the real-engine
+    scenario's plan (benchmarks/scenario)."""
+    counts: list[int] = []
     sent_s = 0.0
-    for session in user_sessions:
-        sent_s = max(sent_s + open_after_s, session.start_s)
+    for start_s, thinks_s in user_sessions:
+        sent_s = max(sent_s + open_after_s, start_s)
         turns = 0
-        for turn in session.turns:
-            sent_s += turn.think_s
+        for think_s in thinks_s:
+            sent_s += think_s
             if sent_s >= duration_s:
                 break
             turns += 1
         if turns == 0:
             break
-        planned.append((session, turns))
-        if turns < len(session.turns):
+        counts.append(turns)
+        if turns < len(thinks_s):
             break
-    return planned
+    return counts
 
 
 async def _simulate(scenario: Scenario, policy: str, seed: int) -> Result:
