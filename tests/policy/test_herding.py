@@ -12,7 +12,7 @@ def test_piling_onto_a_cached_target_raises_its_wait_until_another_wins():
     slots = {1: 2, 2: 2}
     queued = {1: 0, 2: 0}
     chosen: list[int] = []
-    for seed in range(16):
+    for seed in range(24):
         cands = [
             Candidate(
                 target_id=tid,
@@ -35,6 +35,7 @@ def test_piling_onto_a_cached_target_raises_its_wait_until_another_wins():
             queued[d.target_id] += 1
         if d.target_id == 2:
             break
-    # Two free slots, then queue positions waiting 2 s, 4 s, ... 20 s (est 1 s + wait); the
-    # next would wait 22 s: est 23 s against target 2's 8 s + 14 s, so target 2 wins.
-    assert chosen == [1] * 12 + [2]
+    # Two free slots, then queue positions waiting 4/3 s, 8/3 s, ... 20 s ((q + 1) / 3 x 4 s;
+    # est 1 s + wait); the next would wait 21.3 s: est 22.3 s against target 2's 8 s + 14 s,
+    # so target 2 wins.
+    assert chosen == [1] * 17 + [2]

@@ -151,10 +151,12 @@ def backend_occupancy(
             occupancy += peer_inflight.get(view.key, 0)
         ended_at = last_reply_end.get(target_id)
         scraped_at = view.last_fast_scrape_at
-        if ended_at is None or (scraped_at is not None and ended_at < scraped_at):
-            running = view.running
-            if running is not None and running > occupancy:
+        running = view.running
+        if running is not None and running > occupancy:
+            if ended_at is None or (scraped_at is not None and ended_at < scraped_at):
                 occupancy = running
+            elif scraped_at is not None and view.waiting is not None and view.waiting > 0:
+                occupancy = running  # the engine's waiter took the slot our reply freed
         out.append((view, occupancy))
     return out
 
@@ -218,7 +220,11 @@ def build_candidates(
 ) -> tuple[list[Candidate], bool]:
     """Candidates for every view, and whether any has a free slot (spec §7, §8).
 
-    - occupancy: max(ours + live peers', the engine's Running if known and fresh)
+    - occupancy: max(ours + live peers', the engine's Running if known and fresh); after one
+      of our replies ended since the scrape, Running still counts (and Waiting one less) when
+      the engine reported waiters: the slot that reply freed went to the engine's deferred
+      request, not to our next one, which was sent into a full engine (`pharos sim --verdict`,
+      seeds 1-5: noisy 12 -> 11 comparisons lost, real-bypass 7 -> 6, sharegpt-noisy 4 -> 3)
     - capacity: the engine's, else config's, else `default_capacity`, saturated when the
       engine reports waiters
     - warm: residency LOADED; None when the engine does not report residency
@@ -249,11 +255,17 @@ def build_candidates(
         scraped_at = view.last_fast_scrape_at
         fresh = ended_at is None or (scraped_at is not None and ended_at < scraped_at)
         engine_waiting = None
+        running = view.running
         if fresh:
-            running = view.running
             if running is not None and running > occupancy:
                 occupancy = running
             engine_waiting = view.waiting
+        elif running is not None and scraped_at is not None:
+            waiting = view.waiting
+            if waiting is not None and waiting > 0:  # the freed slot went to the engine's waiter
+                engine_waiting = waiting - 1
+                if running > occupancy:
+                    occupancy = running
         capacity = view.capacity
         if capacity is None or capacity < 1:
             capacity = view.config_capacity
