@@ -29,7 +29,7 @@ def reference(c: Candidate, prompt_tokens: int, cands: list[Candidate]) -> dict[
 
     capacity = max(c.capacity, 1)
     service = c.service_s if c.service_s is not None else fb("service_s", config.default_service_s)
-    wait = 0.0 if c.free_slots > 0 else (c.queue_ahead + 1) / capacity * service
+    wait = 0.0 if c.free_slots > 0 else (1 / (capacity + 1) + c.queue_ahead / capacity) * service
     cold = c.warm is False and not c.loading
     feasible = not (cold and c.fits_if_cold is False)
     load = 0.0

@@ -46,10 +46,10 @@ def as_tuple(fb: Fallbacks) -> tuple[float, float, float]:
     ("free_slots", "queue_ahead", "capacity", "service_s", "wait_s"),
     [
         (1, 5, 2, 4.0, 0.0),  # a free slot: no wait, whatever the queue says
-        (0, 0, 2, 4.0, 2.0),  # (0 + 1) / 2 * 4
-        (0, 3, 2, 4.0, 8.0),  # (3 + 1) / 2 * 4
-        (0, 1, 4, 2.0, 1.0),  # (1 + 1) / 4 * 2
-        (0, 0, 0, 3.0, 3.0),  # a capacity of 0 counts as 1, never a division by zero
+        (0, 0, 2, 4.0, 4 / 3),  # (1 / 3 + 0 / 2) * 4: the first of two slots to free
+        (0, 3, 2, 4.0, 4 / 3 + 6.0),  # (1 / 3 + 3 / 2) * 4
+        (0, 1, 4, 2.0, 0.9),  # (1 / 5 + 1 / 4) * 2
+        (0, 0, 0, 3.0, 1.5),  # a capacity of 0 counts as 1, never a division by zero
     ],
 )
 def test_wait_term(
@@ -133,10 +133,10 @@ def test_unknown_estimates_fall_back_to_defaults_when_no_candidate_knows():
         service_s=None,
     )
     s = only_score(c, prompt_tokens=200)
-    assert s.wait_s == pytest.approx(2 / 2 * 5.0)  # 5 s per request
+    assert s.wait_s == pytest.approx((1 / 3 + 1 / 2) * 5.0)  # 5 s per request
     assert s.load_s == pytest.approx(10.0)  # 10 s per load
     assert s.prefill_s == pytest.approx(200 * 0.005)  # 5 ms per token
-    assert s.est_ttft_s == pytest.approx(5.0 + 10.0 + 1.0)
+    assert s.est_ttft_s == pytest.approx((1 / 3 + 1 / 2) * 5.0 + 10.0 + 1.0)
 
 
 def test_a_missing_estimate_is_never_zero():

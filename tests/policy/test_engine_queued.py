@@ -28,7 +28,7 @@ CASES = [
     (2, None, 0.0),  # unknown: nothing added, never a guessed 0 either way
     (2, 0.0, 0.0),
     (2, 1.5, 1.5),  # a free slot Pharos counts may still queue behind a bypassing client
-    (0, 1.5, 2.0 + 1.5),  # busy: (0 + 1) / 2 x 4 s, then the engine's own queue
+    (0, 1.5, 4 / 3 + 1.5),  # busy: 4 s / (2 + 1) for the first slot, then the engine's queue
 ]
 
 

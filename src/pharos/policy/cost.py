@@ -1,6 +1,7 @@
 """The `cost` policy: lowest estimated time to first token wins (spec §7).
 
-est_ttft = wait (+ what the engine lately queued requests sent there) + load (twice when it
+est_ttft = wait (the first slot to free, then a service time per waiter ahead) (+ what the
+engine lately queued requests sent there) + load (twice when it
 unloads an idle model) + prefill
 (+ KV pressure penalty) (+ rework: the cached prefix another
 candidate holds that this one would prefill again, times config.rework_weight) (+ evict: the
@@ -178,7 +179,11 @@ def scan(
             wait = 0.0
         else:
             service_s = c.service_s
-            wait = (queue_ahead + 1) / capacity * (service_fb if service_s is None else service_s)
+            # the first of `capacity` busy slots frees after S/(capacity+1) on average (the least
+            # of their remaining times, starts spread), each later queue place S/capacity on
+            wait = (1.0 / (capacity + 1) + queue_ahead / capacity) * (
+                service_fb if service_s is None else service_s
+            )
         engine_queued = c.engine_queued_s
         if engine_queued is not None:
             wait += engine_queued
