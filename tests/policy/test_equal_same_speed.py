@@ -58,6 +58,7 @@ def test_a_target_more_than_10pct_faster_still_wins_a_new_conversation_though_bu
         ((120, 0.0060, 0), (120, 0.0067, 0), False),  # 11.7% apart: each its own
         ((900, 0.0060, 0), (120, 0.0062, 0), False),  # a follow-up: one holds more of it
         ((0, 0.0060, 0), (0, 0.0062, 800), False),  # a side call would push a chat out
+        ((0, 0.0060, 0), (0, 0.0062, 0), False),  # predicted nowhere: maybe a lost follow-up
         ((120, 0.0060, 0), (120, None, 0), False),  # one speed unknown: the fallback's job
     ],
 )

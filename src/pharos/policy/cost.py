@@ -112,8 +112,11 @@ class Scan:
 
 def shared_prefill_speed(candidates: list[Candidate], band: float) -> float:
     """One prefill speed for every candidate, the midpoint of theirs, when the request is
-    cache-neutral (each candidate holds the same prefix and evicts nothing) and their learned
-    speeds lie within `band` of each other; -1.0 otherwise.
+    cache-neutral (each candidate holds the same prefix, more than nothing, and evicts nothing)
+    and their learned speeds lie within `band` of each other; -1.0 otherwise. A prompt the
+    index predicts nowhere may be a follow-up whose cache it lost (webui seed 2 at 219 s: 2,622
+    tokens in an e1 slot, 0 predicted on both), where the one speed sent it to idle e0 uncached
+    and that seed's hit fell 61.3 -> 28.9%: there each target keeps its own speed.
 
     Why: equal engines learn speeds apart by what ran beside each sample (chat seed 2: 5.95
     and 6.87 ms/token), and a new conversation went to the one learned faster, busy or not,
@@ -125,6 +128,8 @@ def shared_prefill_speed(candidates: list[Candidate], band: float) -> float:
     if band <= 0 or not candidates:
         return -1.0
     first = candidates[0].matched_tokens
+    if first <= 0:
+        return -1.0
     lowest = highest = -1.0
     for c in candidates:
         known = c.prefill_s_per_token
