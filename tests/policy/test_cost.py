@@ -182,11 +182,12 @@ def test_enqueue_when_the_best_target_has_no_free_slot():
 
 
 def test_ties_within_a_millisecond_go_to_the_less_utilized():
+    own_speeds = PolicyConfig(same_speed_band=0.0)  # speeds 0.1% apart would count as one
     a = cand(1, capacity=4, free_slots=1)  # utilization 0.75
     b = cand(2, capacity=4, free_slots=3, prefill_s_per_token=0.0010009)  # +0.9 ms, util 0.25
-    assert pick(REQ, [a, b], DEFAULT_CONFIG).target_id == 2
+    assert pick(REQ, [a, b], own_speeds).target_id == 2
     c = cand(3, capacity=4, free_slots=3, prefill_s_per_token=0.0010011)  # +1.1 ms: no tie
-    assert pick(REQ, [a, c], DEFAULT_CONFIG).target_id == 1
+    assert pick(REQ, [a, c], own_speeds).target_id == 1
 
 
 def test_exact_ties_are_broken_by_seed_and_not_by_candidate_order():

@@ -1,6 +1,7 @@
 """The `cost` policy: lowest estimated time to first token wins (spec §7).
 
-est_ttft = wait (+ what the engine lately queued requests sent there) + load (twice when it
+est_ttft = wait (the first slot to free, then a service time per waiter ahead) (+ what the
+engine lately queued requests sent there) + load (twice when it
 unloads an idle model) + prefill
 (+ KV pressure penalty) (+ rework: the cached prefix another
 candidate holds that this one would prefill again, times config.rework_weight) (+ evict: the
@@ -109,6 +110,38 @@ class Scan:
         self.feasible = feasible
 
 
+def shared_prefill_speed(candidates: list[Candidate], band: float) -> float:
+    """One prefill speed for every candidate, the midpoint of theirs, when the request is
+    cache-neutral (each candidate holds the same prefix, more than nothing, and evicts nothing)
+    and their learned speeds lie within `band` of each other; -1.0 otherwise. A prompt the
+    index predicts nowhere may be a follow-up whose cache it lost (webui seed 2 at 219 s: 2,622
+    tokens in an e1 slot, 0 predicted on both), where the one speed sent it to idle e0 uncached
+    and that seed's hit fell 61.3 -> 28.9%: there each target keeps its own speed.
+
+    Why: equal engines learn speeds apart by what ran beside each sample (chat seed 2: 5.95
+    and 6.87 ms/token), and a new conversation went to the one learned faster, busy or not,
+    its later turns after it: at 600 s all six users were on e1 while e0 sat idle, their turns
+    queued 4.8-11.1 s. With one speed the least utilized target wins the tie. Chat seed 2 at
+    band 0.1: router queue wait summed 69.1 -> 10.2 s, TTFT p95 5.57 -> 3.26 s, hit 84.03%
+    -> 84.02% (speeds within the band early on keep the fleet split; 10% was the best band
+    tried, see PolicyConfig.same_speed_band)."""
+    if band <= 0 or not candidates:
+        return -1.0
+    first = candidates[0].matched_tokens
+    if first <= 0:
+        return -1.0
+    lowest = highest = -1.0
+    for c in candidates:
+        known = c.prefill_s_per_token
+        if known is None or c.matched_tokens != first or c.evicts_tokens != 0:
+            return -1.0
+        if lowest < 0 or known < lowest:
+            lowest = known
+        if known > highest:
+            highest = known
+    return (lowest + highest) / 2 if highest <= lowest * (1 + band) else -1.0
+
+
 def scan(
     prompt_tokens: int,
     candidates: list[Candidate],
@@ -138,6 +171,7 @@ def scan(
                 top_matched = c.matched_tokens
         if top_matched > prompt_tokens:
             top_matched = prompt_tokens
+    shared_per_token = shared_prefill_speed(candidates, config.same_speed_band)
     i = -1
     for c in candidates:
         i += 1
@@ -174,6 +208,8 @@ def scan(
                 load += load  # the unloaded model's next request pays a load too
         known_per_token = c.prefill_s_per_token
         per_token = prefill_fb if known_per_token is None else known_per_token  # unboxed once
+        if shared_per_token > 0:
+            per_token = shared_per_token
         matched = c.matched_tokens
         if matched > prompt_tokens:
             matched = prompt_tokens
