@@ -120,7 +120,10 @@ def parse_request(body: bytes, *, route: str, stream_default: bool = False) -> P
     try:
         # JSON is UTF-8 (RFC 8259 §8.1). Raw fields (`prompt`, `input`, unknown ones) are never
         # decoded by msgspec, so without this a UTF-16 body or a stray \xff reached the engine.
-        body.decode("utf-8")
+        # An ASCII body is UTF-8 already: isascii() reads it without building a str (32 KiB
+        # chat under callgrind: 185k instructions for the decode, ~1k for isascii).
+        if not body.isascii():
+            body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise bad_request(
             f"The request body is not UTF-8 text (invalid byte at offset {exc.start})."
