@@ -7,7 +7,6 @@ raw JSON until we hash them, so a 32 KiB chat costs tens of microseconds.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -58,8 +57,10 @@ _DECODED_BODY_DECODER = msgspec.json.Decoder(_DecodedBody)
 _STR_DECODER = msgspec.json.Decoder(str)
 
 
-@dataclass(frozen=True, slots=True)
-class ParsedRequest:
+class ParsedRequest(msgspec.Struct, frozen=True, gc=False):
+    """A msgspec Struct, built once per request: a frozen dataclass sets each field through
+    object.__setattr__. Untracked by the collector: strings, numbers and a Chain of tuples."""
+
     model: str
     stream: bool
     prompt_tokens: int
