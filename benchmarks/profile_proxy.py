@@ -72,6 +72,12 @@ def _dumps_ir(directory: Path) -> tuple[int, int]:
     return _total_ir(dumps[0]), _total_ir(dumps[1])
 
 
+def _keep_dumps(directory: Path, keep: Path) -> None:
+    keep.mkdir(parents=True, exist_ok=True)
+    for dump in directory.glob("cg.out.*"):
+        shutil.copy(dump, keep / dump.name)
+
+
 def _spy(argv: list[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -119,9 +125,7 @@ async def callgrind(name: str, requests: int, warmup: int, keep: Path | None) ->
             proxy.stop()
         busy, idle = _dumps_ir(Path(tmp))
         if keep is not None:
-            keep.mkdir(parents=True, exist_ok=True)
-            for dump in Path(tmp).glob("cg.out.*"):
-                shutil.copy(dump, keep / dump.name)
+            _keep_dumps(Path(tmp), keep)
     print(
         f"bench profile-callgrind-{name} instructions_per_request={(busy - idle) / requests:.0f} "
         f"requests={requests} window_s={elapsed_s:.1f} idle_instructions={idle}"
