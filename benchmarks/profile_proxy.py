@@ -72,6 +72,12 @@ def _dumps_ir(directory: Path) -> tuple[int, int]:
     return _total_ir(dumps[0]), _total_ir(dumps[1])
 
 
+def _keep_dumps(directory: Path, keep: Path) -> None:
+    keep.mkdir(parents=True, exist_ok=True)
+    for dump in directory.glob("cg.out.*"):
+        shutil.copy(dump, keep / dump.name)
+
+
 def _spy(argv: list[str]) -> subprocess.Popen[bytes]:
     return subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
 
@@ -86,7 +92,7 @@ def _total_ir(dump: Path) -> int:
     return int(found.group(1).replace(",", ""))
 
 
-async def callgrind(name: str, requests: int, warmup: int) -> None:
+async def callgrind(name: str, requests: int, warmup: int, keep: Path | None) -> None:
     bodies = [chat_body(v, compare.WORKLOADS[0].output_tokens) for v in range(16)]
     with tempfile.TemporaryDirectory() as tmp, compare.fake_engine("0") as fake:
         config, port = _config(Path(tmp), fake.url)
@@ -118,6 +124,8 @@ async def callgrind(name: str, requests: int, warmup: int) -> None:
         finally:
             proxy.stop()
         busy, idle = _dumps_ir(Path(tmp))
+        if keep is not None:
+            _keep_dumps(Path(tmp), keep)
     print(
         f"bench profile-callgrind-{name} instructions_per_request={(busy - idle) / requests:.0f} "
         f"requests={requests} window_s={elapsed_s:.1f} idle_instructions={idle}"
@@ -185,11 +193,14 @@ def main() -> int:
     parser.add_argument("--proxy", choices=("pharos", "bare"), default="pharos")
     parser.add_argument("--requests", type=int, default=200, help="--callgrind: timed requests")
     parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument(
+        "--keep", type=Path, help="--callgrind: copy the dumps here (callgrind_annotate them)"
+    )
     parser.add_argument("--seconds", type=float, default=15.0, help="--spy: sampled seconds")
     parser.add_argument("--top", type=int, default=40, help="--spy: functions listed")
     args = parser.parse_args()
     if args.callgrind:
-        asyncio.run(callgrind(args.proxy, args.requests, args.warmup))
+        asyncio.run(callgrind(args.proxy, args.requests, args.warmup, args.keep))
     else:
         asyncio.run(spy(args.spy, args.seconds, args.top))
     return 0

@@ -34,6 +34,7 @@ from pharos.discovery.local import (
     describe_ports,
     zero_config_backends,
 )
+from pharos.obs.logfmt import LineFormatter
 from pharos.obs.looplag import freeze_startup_objects
 from pharos.obs.startup import startup_lines
 from pharos.peer.node import Node
@@ -97,12 +98,18 @@ def add_access_log_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
+LOG_FORMAT = "%(asctime)s level=%(levelname)s logger=%(name)s %(message)s"
+
+
 def setup_logging(level: str, *, access_log: bool = True) -> None:
-    logging.basicConfig(
-        level=getattr(logging, level.upper()),
-        format="%(asctime)s level=%(levelname)s logger=%(name)s %(message)s",
-        stream=sys.stderr,
-    )
+    """The format names no thread or process, so records don't look them up: a record took
+    8.0 µs to make with them, 2.7 without (one per request, the access line)."""
+    logging.logThreads = False
+    logging.logProcesses = False
+    logging.logMultiprocessing = False
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(LineFormatter(LOG_FORMAT))
+    logging.basicConfig(level=getattr(logging, level.upper()), handlers=[handler])
     logging.getLogger("aiohttp.access").setLevel(logging.WARNING)
     if not access_log:
         logging.getLogger("pharos.access").setLevel(logging.WARNING)

@@ -10,16 +10,15 @@ from __future__ import annotations
 import platform
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib.metadata import PackageNotFoundError, version
-from typing import Generic, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.metrics import MetricWrapperBase
 from prometheus_client.registry import Collector
 
 import pharos.policy.cost
 from pharos.obs.live import LiveGauges
 from pharos.obs.looplag import LoopLag
+from pharos.obs.series import CounterSeries, HistogramSeries
 from pharos.policy._load import implementation
 from pharos.prefix import chain, links
 from pharos.proxy.done import RequestDone
@@ -83,25 +82,6 @@ _DURATION_BUCKETS_S = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 12
 _OVERHEAD_BUCKETS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.1)
 
 
-_M = TypeVar("_M", bound=MetricWrapperBase)
-
-
-class _Children(Generic[_M]):
-    """A labelled metric's children by their label values. prometheus_client's `labels()` takes
-    a lock and str()s every value on each call; the request series' values are already str and
-    keep the same few children, so a dict hit serves them."""
-
-    def __init__(self, metric: _M) -> None:
-        self._metric = metric
-        self._by_values: dict[tuple[str, ...], _M] = {}
-
-    def get(self, *values: str) -> _M:
-        child = self._by_values.get(values)
-        if child is None:
-            child = self._by_values[values] = self._metric.labels(*values)
-        return child
-
-
 class _NoCreated(Collector):
     """The registry's families without their `*_created` samples, which double the series
     count and which no dashboard reads. prometheus_client turns them off only process-wide
@@ -153,77 +133,72 @@ class Metrics:
         self._state = state
         self.registry = CollectorRegistry(auto_describe=True)
         r = CollectorRegistry(auto_describe=True)  # counters and histograms, before _NoCreated
-        self.requests = Counter(
+        self._requests = CounterSeries(
             "pharos_requests",
             "Requests by key, model, route, backend (empty: none served it) and status "
             "(499: the client left first)",
             ["key", "model", "route", "backend", "status"],
-            registry=r,
         )
-        self.tokens = Counter(
+        self._tokens = CounterSeries(
             "pharos_tokens",
             "Tokens this instance metered, by type: prompt (every prompt token, the cached ones "
             "included), cached (the part of prompt the engine's cache served) and completion",
             ["key", "model", "type"],
-            registry=r,
         )
-        self.unmetered = Counter(
+        self._unmetered = CounterSeries(
             "pharos_unmetered_requests",
             "Served requests whose reply reported no token counts",
             ["key", "model"],
-            registry=r,
         )
-        self.ttft = Histogram(
+        self._ttft = HistogramSeries(
             "pharos_ttft_seconds",
             "Time to the first engine byte",
             ["model", "backend", "route"],
-            buckets=_LATENCY_BUCKETS_S,
-            registry=r,
+            _LATENCY_BUCKETS_S,
         )
-        self.duration = Histogram(
+        self._duration = HistogramSeries(
             "pharos_request_duration_seconds",
             "Whole request time, from arrival to the last byte sent, by route and status",
             ["route", "status"],
-            buckets=_DURATION_BUCKETS_S,
-            registry=r,
+            _DURATION_BUCKETS_S,
         )
-        self.overhead = Histogram(
+        self._overhead = HistogramSeries(
             "pharos_overhead_seconds",
             "Pharos's own time before the first upstream send, queue wait excluded",
-            buckets=_OVERHEAD_BUCKETS_S,
-            registry=r,
+            [],
+            _OVERHEAD_BUCKETS_S,
         )
-        self.queue_wait = Histogram(
+        self._queue_wait = HistogramSeries(
             "pharos_queue_wait_seconds",
             "Time requests that reached an engine spent in the fair queue",
             ["key"],
-            buckets=_LATENCY_BUCKETS_S,
-            registry=r,
+            _LATENCY_BUCKETS_S,
         )
-        self.decisions = Counter(
+        self._decisions = CounterSeries(
             "pharos_decisions",
             "Every branch a request or background round took",
             ["stage", "outcome"],
-            registry=r,
         )
-        self.predictions = Counter(
+        for stage, outcomes in DECISIONS.items():
+            for outcome in outcomes:
+                self._decisions.inc((stage, outcome), 0.0)
+        self._predictions = CounterSeries(
             "pharos_prefix_predictions",
             "Prefix predictions by where the slot came from and how they turned out",
             ["source", "outcome"],
-            registry=r,
         )
-        self._decision_children = {
-            (stage, outcome): self.decisions.labels(stage, outcome)
-            for stage, outcomes in DECISIONS.items()
-            for outcome in outcomes
-        }
-        self._requests = _Children(self.requests)
-        self._tokens = _Children(self.tokens)
-        self._unmetered = _Children(self.unmetered)
-        self._ttft = _Children(self.ttft)
-        self._duration = _Children(self.duration)
-        self._queue_wait = _Children(self.queue_wait)
-        self._predictions = _Children(self.predictions)
+        for series in (
+            self._requests,
+            self._tokens,
+            self._unmetered,
+            self._ttft,
+            self._duration,
+            self._overhead,
+            self._queue_wait,
+            self._decisions,
+            self._predictions,
+        ):
+            r.register(series)
         self.registry.register(_NoCreated(r))
         self.registry.register(_Static([build_info()]))
         self.registry.register(LiveGauges(state, sched, now))
@@ -240,19 +215,20 @@ class Metrics:
         model = self._model_label(done.model)
         status = str(done.status)
         backend = done.backend_url or ""
-        self._requests.get(done.key, model, done.route, backend, status).inc()
-        self._duration.get(done.route, status).observe(done.duration_s)
+        key, route = done.key, done.route
+        self._requests.inc((key, model, route, backend, status))
+        self._duration.observe((route, status), done.duration_s)
         self.count_decisions(done.decisions)
         if done.prefix_source is not None:
             for stage, outcome in done.decisions:
                 if stage == "prefix" and outcome in _COUNTED_PREDICTIONS:
-                    self._predictions.get(done.prefix_source, outcome).inc()
+                    self._predictions.inc((done.prefix_source, outcome))
         if done.overhead_s is not None:
-            self.overhead.observe(done.overhead_s)
+            self._overhead.observe((), done.overhead_s)
         if done.ttft_s is not None:
-            self._ttft.get(model, backend, done.route).observe(done.ttft_s)
+            self._ttft.observe((model, backend, route), done.ttft_s)
         if done.queue_wait_s is not None and done.backend_url is not None:
-            self._queue_wait.get(done.key).observe(done.queue_wait_s)
+            self._queue_wait.observe((key,), done.queue_wait_s)
         if done.metered is True:
             for kind, count in (
                 ("prompt", done.prompt_tokens),
@@ -260,17 +236,16 @@ class Metrics:
                 ("completion", done.completion_tokens),
             ):
                 if count is not None:
-                    self._tokens.get(done.key, model, kind).inc(count)
+                    self._tokens.inc((key, model, kind), count)
         elif done.metered is False:
-            self._unmetered.get(done.key, model).inc()
+            self._unmetered.inc((key, model))
 
     def count_decisions(self, decisions: Iterable[tuple[str, str]]) -> None:
         """Branches outside DECISIONS are not counted: the series set stays fixed."""
-        children = self._decision_children
+        counts = self._decisions.values
         for decision in decisions:
-            child = children.get(decision)
-            if child is not None:
-                child.inc()
+            if decision in counts:
+                counts[decision] += 1.0
 
     def on_decision(self, _backend: str, stage: str, outcome: str) -> None:
         self.count_decisions(((stage, outcome),))
