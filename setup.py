@@ -23,6 +23,11 @@ COMPILED = [
     "src/pharos/policy/cost.py",
     "src/pharos/policy/least_load.py",
     "src/pharos/sched/candidates.py",
+    "src/pharos/sched/types.py",
+    "src/pharos/sched/replies.py",
+    "src/pharos/sched/learning.py",
+    "src/pharos/sched/lease.py",
+    "src/pharos/sched/scheduler.py",
     "src/pharos/state/view.py",
 ]
 

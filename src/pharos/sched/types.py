@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import ClassVar, Literal, Protocol
 
 from pharos.engine.usage import Usage
 from pharos.prefix import Chain, Match, Source
@@ -121,37 +121,37 @@ ABANDONED = Feedback(None, None, None)
 class SchedError(Exception):
     """A request the scheduler could not place. `outcome` is its `route` decision (spec §13)."""
 
-    outcome: str = ""
+    outcome: ClassVar[str] = ""
 
 
 class UnknownModel(SchedError):
     """No backend, up or down, lists the model (404)."""
 
-    outcome = "unknown_model"
+    outcome: ClassVar[str] = "unknown_model"
 
 
 class Unavailable(SchedError):
     """Backends list the model but none that serves it is up (503)."""
 
-    outcome = "unavailable"
+    outcome: ClassVar[str] = "unavailable"
 
 
 class QueueFull(SchedError):
     """The fair queue is at its bound (429)."""
 
-    outcome = "queue_full"
+    outcome: ClassVar[str] = "queue_full"
 
 
 class NeverFits(Unavailable):
     """The model is cold and larger than the memory of every host serving it (503 at once)."""
 
-    outcome = "never_fits"
+    outcome: ClassVar[str] = "never_fits"
 
 
 class QueueTimeout(SchedError):
     """The request waited in the fair queue for the whole limits.queue_wait (503)."""
 
-    outcome = "queue_timeout"
+    outcome: ClassVar[str] = "queue_timeout"
 
     def __init__(self, message: str, waited_s: float) -> None:
         super().__init__(message)
