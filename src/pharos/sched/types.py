@@ -53,7 +53,12 @@ class PrefixStore(Protocol):
     ) -> dict[int, Match]: ...
 
     def record(
-        self, chain: Chain, target_id: int, generation: int, now_s: float, source: Source = ...
+        self,
+        chain: Chain,
+        target_id: int,
+        generation: int,
+        now_s: float,
+        source: Source = Source.LOCAL,
     ) -> None: ...
 
     def correct(self, chain: Chain, target_id: int) -> None: ...
