@@ -31,7 +31,7 @@ import math
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import Final, final
 
 from pharos.clock import Clock, SystemClock
 from pharos.prefix.chain import Chain
@@ -67,13 +67,30 @@ _LOCAL_CODE = _SOURCE_CODE[_LOCAL]
 Python-level __hash__ (a Python call in each record)."""
 
 
-class Match(NamedTuple):
-    """A NamedTuple, not a frozen dataclass: the dataclass's __init__ ran interpreted through
-    object.__setattr__, ~7k instructions each (callgrind), 2 an acquire in bench_sched; a
-    NamedTuple is built by one small __new__."""
+@final
+class Match:
+    """A slotted class with Final attributes, not a frozen dataclass (policy.RouteReq's reason):
+    the dataclass's __init__ ran interpreted through object.__setattr__, ~7k instructions each
+    (callgrind), 2 an acquire in bench_sched; compiled with the index this is a C struct."""
 
-    matched_bytes: int
-    source: Source
+    __slots__ = ("matched_bytes", "source")
+
+    def __init__(self, matched_bytes: int, source: Source) -> None:
+        self.matched_bytes: Final = matched_bytes
+        self.source: Final = source
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Match)
+            and self.matched_bytes == other.matched_bytes
+            and self.source is other.source
+        )
+
+    def __hash__(self) -> int:
+        return hash((self.matched_bytes, self.source))
+
+    def __repr__(self) -> str:
+        return f"Match(matched_bytes={self.matched_bytes!r}, source={self.source!r})"
 
 
 @dataclass(frozen=True, slots=True)
