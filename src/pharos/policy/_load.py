@@ -27,7 +27,6 @@ COMPILED: dict[str, tuple[str, ...]] = {
         "replies",
         "learning",
         "lease",
-        "scheduler",
         "fairqueue",
     ),
     "pharos.prefix": ("index",),
