@@ -208,12 +208,14 @@ class Scheduler:
             matches = with_reply_credited(
                 self._prefix.lookup(chain, Generations(usable), len(usable)), chain
             )
-        router_waiting = self._queue.waiting_for(request.model) + self._peers.waiting(
-            request.model, now
-        )
+        router_waiting = self._queue.waiting_for(request.model)
+        peers = self._peers
+        peer_inflight: dict[str, int] = {}
+        if peers.reporting:  # without peers: two Python calls an acquire fewer
+            router_waiting += peers.waiting(request.model, now)
+            peer_inflight = peers.inflight_by_key(now)
         if queued_since is not None:
             router_waiting -= 1
-        peer_inflight = self._peers.inflight_by_key(now)
         fits_of = FitsIfCold(
             self._targets.targets_of_backend,
             now,
@@ -233,7 +235,7 @@ class Scheduler:
             prompt_tokens=request.prompt_tokens,
             recent=self._finished if side_call else None,
             now=now,
-            engine_queued=self._engine_queued_now(now),
+            engine_queued=self._engine_queued_now(now) if self._engine_queued else None,
             free_fit_of=fits_of,
         )
         decision = self._pick(
