@@ -1,6 +1,9 @@
 """Optional mypyc build of the pure routing policy (issue 13): pick-cost-64 p50 40 -> ~10 µs;
 with the candidates builder and TargetView (a C struct the builder reads without a getattr)
-acquire-release-64 p50 67 -> 35 µs.
+acquire-release-64 p50 67 -> 35 µs. The scheduler's types, replies, learning, lease and fair
+queue and the prefix index in the same group (callgrind figures in the commits). sched/scheduler.py
+itself stays Python: compiled, Scheduler is a native class whose methods can't be wrapped on the
+instance, which tests/obs/test_fairness.py does to record grants.
 
 Without mypyc, without a C compiler, or with PHAROS_MYPYC=0 the same modules install as plain
 Python (they are the source mypyc compiles), so `pip install` never fails for want of a compiler.
@@ -23,6 +26,12 @@ COMPILED = [
     "src/pharos/policy/cost.py",
     "src/pharos/policy/least_load.py",
     "src/pharos/sched/candidates.py",
+    "src/pharos/sched/types.py",
+    "src/pharos/sched/replies.py",
+    "src/pharos/sched/learning.py",
+    "src/pharos/sched/lease.py",
+    "src/pharos/sched/fairqueue.py",
+    "src/pharos/prefix/index.py",
     "src/pharos/state/view.py",
 ]
 

@@ -1,6 +1,8 @@
-"""The candidates builder and TargetView compile with the policy, as one build (issue 13).
+"""The scheduler, the candidates builder and TargetView compile with the policy, as one build
+(issue 13).
 
-setup.py compiles pharos.sched.candidates and pharos.state.view into the policy's mypyc group.
+setup.py compiles pharos.sched (types, candidates, replies, learning, lease, scheduler) and
+pharos.state.view into the policy's mypyc group.
 They load all compiled or all source, never mixed, whichever module a program imports first;
 tests/policy/test_build.py runs the scheduler suites on the source build as well.
 """
@@ -25,10 +27,11 @@ SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 WHERE_FROM = """
 import json, sys
 import {first}
-import pharos.policy.cost, pharos.sched.candidates, pharos.state.view
 from pharos.policy import _load
-print(json.dumps({{name: _load.implementation(sys.modules[name]) for name in (
-    "pharos.policy.cost", "pharos.sched.candidates", "pharos.state.view")}}))
+names = [f"{{package}}.{{name}}" for package, modules in _load.COMPILED.items() for name in modules]
+for name in names:
+    __import__(name)
+print(json.dumps({{name: _load.implementation(sys.modules[name]) for name in names}}))
 """
 
 
@@ -67,6 +70,8 @@ CASES = [
     ("pharos.state.view", True),
     ("pharos.sched.candidates", False),
     ("pharos.sched.candidates", True),
+    ("pharos.sched.lease", False),
+    ("pharos.sched.lease", True),
 ]
 
 
@@ -76,6 +81,7 @@ def test_every_compiled_module_loads_from_one_build_whichever_is_imported_first(
 ) -> None:
     found = _implementations(first, pure=pure)
     assert len(set(found.values())) == 1, found
+    assert "pharos.sched.lease" in found
     if pure:
         assert set(found.values()) == {"python"}
 

@@ -21,7 +21,15 @@ PACKAGE = "pharos.policy"
 MODULES = ("types", "util", "explain", "cost", "least_load")
 COMPILED: dict[str, tuple[str, ...]] = {
     PACKAGE: MODULES,
-    "pharos.sched": ("candidates",),
+    "pharos.sched": (
+        "types",
+        "candidates",
+        "replies",
+        "learning",
+        "lease",
+        "fairqueue",
+    ),
+    "pharos.prefix": ("index",),
     "pharos.state": ("view",),
 }
 """Every module setup.py compiles, by package. One mypyc group: they load all compiled or all

@@ -18,16 +18,23 @@ T = TypeVar("T")
 class Waiter(Generic[T]):
     """One queued request; the future receives its grant (or its failure)."""
 
-    __slots__ = ("enqueued_at", "future", "key", "model", "payload")
+    __slots__ = ("enqueued_at", "future", "key", "model", "payload", "side_call")
 
     def __init__(
-        self, key: str, model: str, payload: T, future: asyncio.Future[object], enqueued_at: float
+        self,
+        key: str,
+        model: str,
+        payload: T,
+        future: asyncio.Future[object],
+        enqueued_at: float,
+        side_call: bool = False,
     ) -> None:
         self.key = key
         self.model = model
         self.payload = payload
         self.future = future
         self.enqueued_at = enqueued_at
+        self.side_call = side_call  # judged when it arrived, as its lease's release is
 
 
 class _KeyQueue(Generic[T]):

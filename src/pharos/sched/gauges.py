@@ -33,6 +33,11 @@ class PeerGauges:
         self._reports[origin] = (gauges, now)
         self._inflight_by_key = None
 
+    @property
+    def reporting(self) -> bool:
+        """Any origin's report is held (live or not yet found silent)."""
+        return bool(self._reports)
+
     def forget(self, origin: int) -> None:
         if self._reports.pop(origin, None) is not None:
             self._inflight_by_key = None

@@ -31,10 +31,12 @@ class Lease:
         "_on_release",
         "_released",
         "candidate",
+        "client_key",
         "decision",
         "predicted",
         "queue_wait_s",
         "request",
+        "side_call",
         "target",
         "waited",
     )
@@ -49,6 +51,8 @@ class Lease:
         predicted: Match | None,
         queue_wait_s: float,
         waited: bool,
+        client_key: str = "",
+        side_call: bool = True,
     ) -> None:
         self._on_release = on_release
         self._released = False
@@ -60,6 +64,8 @@ class Lease:
         self.predicted = predicted  # the prefix index's match on this target, if any
         self.queue_wait_s = queue_wait_s
         self.waited = waited  # granted from the fair queue rather than at once
+        self.client_key = client_key  # the API key that asked: its reply's end marks side calls
+        self.side_call = side_call  # sent within SIDE_CALL_GAP_S of that key's last reply
 
     @property
     def route_outcome(self) -> str:

@@ -119,7 +119,6 @@ class Scheduler:
         self._keys: dict[int, str] = {}  # target id -> target key, for export
         self._last_reply_end: dict[int, float] = {}
         self._finished: dict[int, deque[tuple[float, int, int]]] = {}  # per target and slot
-        self._lease_keys: dict[int, tuple[str, bool]] = {}  # id(lease) -> key, side call
         self._reply_end_of_key: dict[str, float] = {}
         self._engine_queued: dict[int, tuple[float, float]] = {}  # target -> (EWMA, sampled at)
         self._peers = PeerGauges()
@@ -140,14 +139,15 @@ class Scheduler:
             self._serve()  # a slot the engine freed since the last kick goes to waiters first
         now = self._clock.now()
         side_call = self._is_side_call(key, now)
-        lease, _ = self._try(request, now, queued_since=None, side_call=side_call)
+        lease, _ = self._try(
+            request, now, key, queued_since=None, side_call=side_call, sent_as_side_call=side_call
+        )
         if lease is not None:
-            self._lease_keys[id(lease)] = (key, side_call)
             return lease
         if len(self._queue) >= self._queue_limit:
             raise QueueFull(f"{len(self._queue)} requests are already waiting")
         future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        waiter: Waiter[RouteRequest] = Waiter(key, request.model, request, future, now)
+        waiter: Waiter[RouteRequest] = Waiter(key, request.model, request, future, now, side_call)
         self._queue.push(waiter, weight, front=request.retry)
         expiry = now + self._queue_wait_s
         if self._next_expiry is None or expiry < self._next_expiry:
@@ -170,7 +170,6 @@ class Scheduler:
         finally:
             timer.cancel()
         assert isinstance(granted, Lease)
-        self._lease_keys[id(granted)] = (key, side_call)
         return granted
 
     def _is_side_call(self, key: str, sent_at: float) -> bool:
@@ -181,11 +180,16 @@ class Scheduler:
         self,
         request: RouteRequest,
         now: float,
+        key: str,
         *,
         queued_since: float | None,
         side_call: bool = False,
+        sent_as_side_call: bool = False,
     ) -> tuple[Lease | None, bool]:
         """Pick and, when the pick has a free slot, take it. Returns (lease, any slot free).
+
+        `side_call`: judged now (a waiter's by its enqueue time against its key's latest reply);
+        `sent_as_side_call`: judged when the request arrived, what its release goes by.
 
         Raises UnknownModel / Unavailable when no up, non-draining target serves the model.
         """
@@ -204,12 +208,14 @@ class Scheduler:
             matches = with_reply_credited(
                 self._prefix.lookup(chain, Generations(usable), len(usable)), chain
             )
-        router_waiting = self._queue.waiting_for(request.model) + self._peers.waiting(
-            request.model, now
-        )
+        router_waiting = self._queue.waiting_for(request.model)
+        peers = self._peers
+        peer_inflight: dict[str, int] = {}
+        if peers.reporting:  # without peers: two Python calls an acquire fewer
+            router_waiting += peers.waiting(request.model, now)
+            peer_inflight = peers.inflight_by_key(now)
         if queued_since is not None:
             router_waiting -= 1
-        peer_inflight = self._peers.inflight_by_key(now)
         fits_of = FitsIfCold(
             self._targets.targets_of_backend,
             now,
@@ -229,7 +235,7 @@ class Scheduler:
             prompt_tokens=request.prompt_tokens,
             recent=self._finished if side_call else None,
             now=now,
-            engine_queued=self._engine_queued_now(now),
+            engine_queued=self._engine_queued_now(now) if self._engine_queued else None,
             free_fit_of=fits_of,
         )
         decision = self._pick(
@@ -252,6 +258,8 @@ class Scheduler:
             matches.get(view.target_id),
             0.0 if queued_since is None else max(0.0, now - queued_since),
             queued_since is not None,
+            key,
+            sent_as_side_call,
         )
         return lease, True
 
@@ -315,8 +323,10 @@ class Scheduler:
                 lease, any_free = self._try(
                     waiter.payload,
                     now,
+                    waiter.key,
                     queued_since=waiter.enqueued_at,
                     side_call=self._is_side_call(waiter.key, waiter.enqueued_at),
+                    sent_as_side_call=waiter.side_call,
                 )
             except (UnknownModel, Unavailable) as failure:
                 self._queue.remove(waiter)
@@ -335,7 +345,6 @@ class Scheduler:
     def _release(self, lease: Lease, feedback: Feedback, used: bool) -> int | None:
         """Returns the prediction the reply was judged by (the lease's `prefix` stage)."""
         target_id = lease.target.target_id
-        key, side_call = self._lease_keys.pop(id(lease), ("", True))
         left = self._local.get(target_id, 0) - 1
         if left > 0:
             self._local[target_id] = left
@@ -345,14 +354,15 @@ class Scheduler:
             if used:
                 now = self._clock.now()
                 self._last_reply_end[target_id] = now
-                if key:
-                    self._reply_end_of_key[key] = now
+                if lease.client_key:
+                    self._reply_end_of_key[lease.client_key] = now
                 if feedback.succeeded:
-                    self._remember_slot(lease, now, side_call)
-                return self._learn(lease, feedback)
+                    self._remember_slot(lease, now, lease.side_call)
+                return self._learn(lease, feedback, now)
             return None
         finally:
-            self._serve()
+            if self._serving or len(self._queue):
+                self._serve()
 
     def _remember_slot(self, lease: Lease, now: float, side_call: bool) -> None:
         """The prompt now sits in a slot of the target (per-slot engines): a fresh prompt
@@ -372,7 +382,8 @@ class Scheduler:
         finished = self._finished[target_id] = deque(kept, maxlen=lease.candidate.capacity)
         finished.append((now, lease.request.prompt_tokens, chain.hashes[-1]))
 
-    def _learn(self, lease: Lease, feedback: Feedback) -> int | None:
+    def _learn(self, lease: Lease, feedback: Feedback, now: float) -> int | None:
+        """`now`: when the reply ended (the release's one clock read)."""
         request = lease.request
         target_id = lease.target.target_id
         if request.control:
@@ -380,8 +391,8 @@ class Scheduler:
         samples = samples_from(feedback, lease.dispatch, control=False)
         queued_s = engine_queued_sample(feedback, lease.dispatch)
         if queued_s is not None:
-            before = self._engine_queued_now(self._clock.now()).get(target_id)
-            self._engine_queued[target_id] = (ewma(before, queued_s), self._clock.now())
+            before = self._engine_queued_now(now).get(target_id)
+            self._engine_queued[target_id] = (ewma(before, queued_s), now)
         if not samples.empty:
             self._targets.observe(
                 target_id,
@@ -390,7 +401,7 @@ class Scheduler:
                 service_s=samples.service_s,
             )
         if feedback.succeeded:
-            self._targets.reply_succeeded(target_id, self._clock.now())
+            self._targets.reply_succeeded(target_id, now)
         chain = request.chain
         if chain is None or not chain.hashes:
             return None
@@ -404,7 +415,7 @@ class Scheduler:
             )
         action = prefix_action(feedback, judged_tokens)
         if action is PrefixAction.RECORD:
-            self._prefix.record(chain, target_id, lease.target.generation, self._clock.now())
+            self._prefix.record(chain, target_id, lease.target.generation, now)
         elif action is PrefixAction.CORRECT:
             self._prefix.correct(chain, target_id)
         else:
