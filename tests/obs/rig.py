@@ -21,6 +21,7 @@ from pharos.cmd.runtime import Pharos, RuntimeOptions, running
 from pharos.config import parse_config
 from pharos.fakeengine import FakeEngine, serve
 from pharos.proxy.auth import hash_key
+from pharos.proxy.done import RequestDone
 from pharos.state import StateOptions
 
 MODEL = "qwen2.5:0.5b"
@@ -127,7 +128,8 @@ StartRouter = Callable[..., Awaitable[Router]]
 
 @pytest.fixture
 async def start_router() -> AsyncIterator[StartRouter]:
-    """start_router(backends, keys=(), clock=None, timezone=None) -> Router, served and ready."""
+    """start_router(backends, keys=(), clock=None, timezone=None, on_done=None) -> Router,
+    served and ready; `on_done` is told of each finished request (RuntimeOptions.on_done)."""
     async with contextlib.AsyncExitStack() as stack:
         session = await stack.enter_async_context(aiohttp.ClientSession())
 
@@ -136,6 +138,7 @@ async def start_router() -> AsyncIterator[StartRouter]:
             keys: Sequence[KeySpec] = (),
             clock: Clock | None = None,
             timezone: str | None = "UTC",
+            on_done: Callable[[RequestDone], None] | None = None,
         ) -> Router:
             urls = [await stack.enter_async_context(serve(b.fake)) for b in backends]
             text = config_text(
@@ -146,7 +149,7 @@ async def start_router() -> AsyncIterator[StartRouter]:
             pharos = Pharos(
                 parse_config(text, "test"),
                 clock=clock,
-                options=RuntimeOptions(state=FAST_STATE, origin=7),
+                options=RuntimeOptions(state=FAST_STATE, origin=7, on_done=on_done),
             )
             base = await stack.enter_async_context(running(pharos))
             assert await pharos.wait_ready(10.0), "the first scrape round never finished"

@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
-
 from pharos.fakeengine import FakeLlamaCpp, Ledger, no_sleep
-from pharos.sched import Lease
 from tests.obs.rig import BackendSpecYaml, KeySpec, StartRouter, wait_for
 
 HEAVY = KeySpec("heavy", "sk-heavy-0001", weight=3)
@@ -17,19 +14,14 @@ MODEL = "qwen2.5-0.5b"  # the llama.cpp fake's one model
 
 async def test_grants_under_contention_follow_weights_3_to_1(start_router: StartRouter) -> None:
     engine = FakeLlamaCpp(ledger=Ledger(slots=1), sleep=no_sleep)
-    router = await start_router([BackendSpecYaml(engine, "llamacpp")], keys=[HEAVY, LIGHT])
+    grants: list[str] = []  # one slot: requests finish in the order they were granted
+    router = await start_router(
+        [BackendSpecYaml(engine, "llamacpp")],
+        keys=[HEAVY, LIGHT],
+        on_done=lambda done: grants.append(done.key),
+    )
     views = router.pharos.state.all_targets(router.pharos.clock.now())
     assert [view.capacity for view in views] == [1], "the fake must report one slot"
-
-    grants: list[str] = []
-    acquire = router.pharos.sched.acquire
-
-    async def recording_acquire(key: str, weight: int, request: Any) -> Lease:
-        lease = await acquire(key, weight, request)
-        grants.append(key)
-        return lease
-
-    router.pharos.sched.acquire = recording_acquire  # type: ignore[method-assign]
 
     engine.hold()
     first = asyncio.create_task(router.chat(HEAVY.secret, MODEL, max_tokens=2))
