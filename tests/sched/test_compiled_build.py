@@ -70,8 +70,8 @@ CASES = [
     ("pharos.state.view", True),
     ("pharos.sched.candidates", False),
     ("pharos.sched.candidates", True),
-    ("pharos.sched.lease", False),
-    ("pharos.sched.lease", True),
+    ("pharos.sched.scheduler", False),
+    ("pharos.sched.scheduler", True),
 ]
 
 
@@ -81,7 +81,7 @@ def test_every_compiled_module_loads_from_one_build_whichever_is_imported_first(
 ) -> None:
     found = _implementations(first, pure=pure)
     assert len(set(found.values())) == 1, found
-    assert "pharos.sched.lease" in found
+    assert "pharos.sched.scheduler" in found
     if pure:
         assert set(found.values()) == {"python"}
 

@@ -27,6 +27,7 @@ COMPILED: dict[str, tuple[str, ...]] = {
         "replies",
         "learning",
         "lease",
+        "scheduler",
         "fairqueue",
     ),
     "pharos.prefix": ("index",),
