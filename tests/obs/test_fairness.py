@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+
 from pharos.fakeengine import FakeLlamaCpp, Ledger, no_sleep
 from tests.obs.rig import BackendSpecYaml, KeySpec, StartRouter, wait_for
 
