@@ -1,3 +1,4 @@
+import asyncio
 import os
 from pathlib import Path
 from zoneinfo import ZoneInfo
@@ -9,7 +10,6 @@ from pharos.clock import FakeClock
 from pharos.peer.statefile import (
     StateFileError,
     read_state_file,
-    read_state_file_async,
     sweep_temp_files,
     write_state_bytes_async,
     write_state_file,
@@ -46,7 +46,7 @@ def test_round_trip(tmp_path: Path) -> None:
 async def test_async_round_trip_runs_off_the_loop(tmp_path: Path) -> None:
     path = tmp_path / "pharos.state"
     await write_state_bytes_async(path, encode(sample()))
-    loaded = await read_state_file_async(path)
+    loaded = await asyncio.to_thread(read_state_file, path)  # as restore_state_file opens it
     assert loaded is not None
     assert loaded == sample()
 

@@ -127,10 +127,6 @@ def write_state_bytes(path: Path, data: bytes) -> None:
     _write_atomically(path, (data,))
 
 
-async def read_state_file_async(path: Path) -> Snapshot | None:
-    return await asyncio.to_thread(read_state_file, path)
-
-
 async def write_state_bytes_async(path: Path, data: bytes) -> None:
     """The write (and its fsyncs) in a thread, off the event loop."""
     await asyncio.to_thread(write_state_bytes, path, data)

@@ -357,14 +357,14 @@ class Scheduler:
                 if lease.client_key:
                     self._reply_end_of_key[lease.client_key] = now
                 if feedback.succeeded:
-                    self._remember_slot(lease, now, lease.side_call)
+                    self._remember_slot(lease, now)
                 return self._learn(lease, feedback, now)
             return None
         finally:
             if self._serving or len(self._queue):
                 self._serve()
 
-    def _remember_slot(self, lease: Lease, now: float, side_call: bool) -> None:
+    def _remember_slot(self, lease: Lease, now: float) -> None:
         """The prompt now sits in a slot of the target (per-slot engines): a fresh prompt
         routed there would push out the oldest of these (build_candidates' evicts). A side
         call's slot is not kept; it took the oldest one when every slot was accounted for."""
@@ -373,7 +373,7 @@ class Scheduler:
             return
         target_id = lease.target.target_id
         finished = self._finished.get(target_id)
-        if side_call:
+        if lease.side_call:
             if finished and len(finished) == finished.maxlen:
                 finished.popleft()
             return
