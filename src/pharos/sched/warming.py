@@ -3,7 +3,7 @@
 
 On a scrape round, per model: when every warm (or loading) replica's slots are taken,
 requests wait, and a cold host holds the model without unloading anything busy, the router
-sends that host a one-token request for the model (which makes any engine load it) if the
+sends that host a one-token request for the model (a request loads a cold model) if the
 waiters' summed wait drops by more than the warm-up charges others. The waiters then see a
 loading target, its load paid, and join it. `warm_choice` is the decision, a pure function;
 `Warmer` runs it and holds at most one warm-up per target.
@@ -11,8 +11,8 @@ loading target, its load paid, and join it. `warm_choice` is the decision, a pur
 Measured in the simulator and not wired into `serve`: on top of the cost policy's own second
 replica (a request that would queue loads one on a host with room) it fires only where it
 must unload an idle model, and there it trades the chats' tail for the burst's (README
-"Pre-emptive warming": cold-burst, 10 seeds, 10 burst users: burst p95 17.36 -> 12.50 s,
-chat p95 0.86 -> 4.17 s, comparisons lost 5 -> 11).
+"Pre-emptive warming": cold-burst, 10 seeds, 10 burst users: burst p95 17.36 -> 12.41 s,
+chat p95 0.86 -> 4.43 s, comparisons lost 5 -> 15).
 """
 
 from __future__ import annotations
