@@ -19,8 +19,9 @@ from __future__ import annotations
 import hashlib
 import random
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Protocol
 
 from pharos.clock import Clock
@@ -28,9 +29,11 @@ from pharos.engine.usage import Usage
 from pharos.prefix import Chain, PrefixIndex
 from pharos.sched import Scheduler
 from pharos.sched.types import Feedback, RouteRequest
-from pharos.sim.engines import Flavour, Served, SimEngine
+from pharos.sched.warming import Warmer
+from pharos.sim.engines import Flavour, Prompt, Served, SimEngine
 from pharos.sim.targets import SimTargets
 from pharos.sim.traces import SimRequest
+from pharos.state.view import TargetView
 
 CACHE_THRESHOLD = 0.5
 BALANCE_ABS = 2
@@ -38,7 +41,26 @@ BALANCE_REL = 1.5
 TREE_CAP_HASHES = 50_000
 
 PHAROS_POLICIES = ("cost", "least-load")
+
 BASELINES = ("round-robin", "least-outstanding", "sticky", "cache-aware")
+
+
+@dataclass(frozen=True)
+class WarmVariant:
+    """cost with pre-emptive warming (pharos.sched.warming), as `simulate` policy names only:
+    measured not to pay (README "Pre-emptive warming"), so not in `pharos sim`'s policies."""
+
+    reload_loads: float = 1.0
+    unload_spare_only: bool = False
+
+
+WARM_VARIANTS: Mapping[str, WarmVariant] = MappingProxyType(
+    {
+        "cost-warm": WarmVariant(),  # an unloaded idle model charged one reload
+        "cost-warm-x2": WarmVariant(reload_loads=2.0),
+        "cost-warm-spare": WarmVariant(unload_spare_only=True),
+    }
+)
 
 
 @dataclass(frozen=True)
@@ -74,18 +96,46 @@ class PharosRouter:
         seed: int,
         *,
         shared_key: bool = False,
+        warm: WarmVariant | None = None,
+        name: str | None = None,
     ):
-        self.name = policy
+        self.name = policy if name is None else name
         self._shared_key = shared_key
         self._clock = clock
         self._targets = SimTargets(engines, clock.now)
         self._prefix = PrefixIndex(clock=clock)
         self._sched = Scheduler(self._targets, self._prefix, clock, policy=policy)
         self._rng = random.Random(seed)
+        self._models = sorted({m for e in engines for m in e.spec.models})
+        self._warmer = None
+        if warm is not None:
+            self._warmer = Warmer(
+                self._targets,
+                self._sched,
+                clock,
+                self._warm_up,
+                seed=seed,
+                reload_loads=warm.reload_loads,
+                unload_spare_only=warm.unload_spare_only,
+            )
 
     def scrape(self) -> None:
+        """A scrape round, as serve's: the queue re-run, then the warm-up decision."""
         self._targets.scrape()
         self._sched.kick()
+        if self._warmer is not None:
+            self._warmer.round(self._models)
+
+    @property
+    def warm_ups(self) -> int:
+        """Warm-ups sent (0 without warming)."""
+        return 0 if self._warmer is None else self._warmer.sent
+
+    async def _warm_up(self, view: TargetView) -> Feedback:
+        """A warm-up: one token for the model, a prompt of a few tokens."""
+        engine = self._targets.engine_of(view.target_id)
+        served = await engine.serve(_warm_up_prompt(view.model))
+        return _feedback(engine, served)
 
     async def send(self, request: SimRequest) -> Routed:
         started_s = self._clock.now()
@@ -106,6 +156,13 @@ class PharosRouter:
             raise
         lease.release(_feedback(engine, served))
         return Routed(engine, served, waited_s)
+
+
+def _warm_up_prompt(model: str) -> Prompt:
+    return Prompt(model, (_WARM_UP_HASH,), (8,), 1, _WARM_UP_HASH + 1, 1)
+
+
+_WARM_UP_HASH = _stable_hash("pharos warm-up")
 
 
 def _feedback(engine: SimEngine, served: Served) -> Feedback:
@@ -205,4 +262,9 @@ def make_router(
 ) -> PharosRouter | DirectRouter:
     if policy in PHAROS_POLICIES:
         return PharosRouter(policy, engines, clock, seed, shared_key=shared_key)
+    warm = WARM_VARIANTS.get(policy)
+    if warm is not None:
+        return PharosRouter(
+            "cost", engines, clock, seed, shared_key=shared_key, warm=warm, name=policy
+        )
     return DirectRouter(policy, engines, seed)

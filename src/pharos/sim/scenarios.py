@@ -154,6 +154,19 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 source="sharegpt",
                 engines_differ=True,
             ),
+            Scenario(
+                "cold-burst-heavy",
+                "as cold-burst, with 16 users in the burst on c (issue 15: pre-emptive warming "
+                "of a second replica)",
+                (_ollama("o0"), _ollama("o1"), _ollama("o2")),
+                Mix(
+                    chat_users=8,
+                    burst_users=16,
+                    burst_at_s=120.0,
+                    models=("a", "b"),
+                    burst_model="c",
+                ),
+            ),
         )
     }
 )
