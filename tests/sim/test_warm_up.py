@@ -8,11 +8,11 @@ import pytest
 
 from pharos.prefix import PrefixIndex
 from pharos.sched import Feedback, RouteRequest, Scheduler
-from pharos.sched.warming import Warmer
 from pharos.sim import SCENARIOS, simulate
 from pharos.sim.engines import Flavour, HostSpec, Prompt, SimEngine
 from pharos.sim.targets import SimTargets
 from pharos.sim.vloop import VirtualClock, VirtualTimeLoop, run_virtual
+from pharos.sim.warming import Warmer
 from pharos.state.view import TargetView
 
 LOAD_S = 8.0

@@ -29,10 +29,10 @@ from pharos.engine.usage import Usage
 from pharos.prefix import Chain, PrefixIndex
 from pharos.sched import Scheduler
 from pharos.sched.types import Feedback, RouteRequest
-from pharos.sched.warming import Warmer
 from pharos.sim.engines import Flavour, Prompt, Served, SimEngine
 from pharos.sim.targets import SimTargets
 from pharos.sim.traces import SimRequest
+from pharos.sim.warming import Warmer
 from pharos.state.view import TargetView
 
 CACHE_THRESHOLD = 0.5
@@ -47,7 +47,7 @@ BASELINES = ("round-robin", "least-outstanding", "sticky", "cache-aware")
 
 @dataclass(frozen=True)
 class WarmVariant:
-    """cost with pre-emptive warming (pharos.sched.warming), as `simulate` policy names only:
+    """cost with pre-emptive warming (pharos.sim.warming), as `simulate` policy names only:
     measured not to pay (README "Pre-emptive warming"), so not in `pharos sim`'s policies."""
 
     reload_loads: float = 1.0

@@ -1,10 +1,10 @@
-"""The warm decision (pharos.sched.warming.warm_choice): a second replica is warmed only when
+"""The warm decision (pharos.sim.warming.warm_choice): a second replica is warmed only when
 the waiters' summed wait drops by more than the warm-up charges others (spec §16)."""
 
 import pytest
 
 from pharos.policy import Candidate
-from pharos.sched.warming import WarmChoice, queue_wait_s, warm_choice
+from pharos.sim.warming import WarmChoice, queue_wait_s, warm_choice
 
 LOAD_S = 10.0
 SERVICE_S = 5.0

@@ -8,7 +8,8 @@ waiters' summed wait drops by more than the warm-up charges others. The waiters 
 loading target, its load paid, and join it. `warm_choice` is the decision, a pure function;
 `Warmer` runs it and holds at most one warm-up per target.
 
-Measured in the simulator and not wired into `serve`: on top of the cost policy's own second
+Measured in the simulator and not wired into `serve`, so it lives here, beside the simulator's
+routers that call it, and not in sched/: on top of the cost policy's own second
 replica (a request that would queue loads one on a host with room) it fires only where it
 must unload an idle model, and there it trades the chats' tail for the burst's (README
 "Pre-emptive warming": cold-burst, 10 seeds, 10 burst users: burst p95 17.36 -> 12.41 s,
