@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from unittest import mock
 
+import pytest
 from aiohttp import web
 from aiohttp.http_writer import StreamWriter
 from aiohttp.test_utils import make_mocked_request
@@ -83,11 +84,13 @@ async def test_an_empty_first_write_sends_the_head_alone_at_once() -> None:
 
 
 class SlowFirstEvent:
-    """Streams chats as an engine in a long prefill: its head at once, then nothing until
-    `go` is set, then one event and the end."""
+    """Streams chats as an engine in a long prefill: its head at once (and `early`, the start
+    of the first event's line, which the tap holds until its newline), then nothing until
+    `go` is set, then the rest of the event and the end."""
 
-    def __init__(self, fake: FakeVLLM) -> None:
+    def __init__(self, fake: FakeVLLM, early: bytes) -> None:
         self.go = asyncio.Event()
+        self.early = early
         add_middleware(fake, self._middleware)
 
     @web.middleware
@@ -101,18 +104,27 @@ class SlowFirstEvent:
         await request.read()
         response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)  # aiohttp: the head goes out alone, now
+        if self.early:
+            await response.write(self.early)
         await self.go.wait()
-        await response.write(FIRST_EVENT)
+        await response.write(FIRST_EVENT[len(self.early) :])
         await response.write(LAST_EVENT)
         await response.write_eof()
         return response
 
 
-async def test_the_client_gets_the_head_while_the_engine_has_sent_no_event_yet(
-    rig: RigFactory,
+@pytest.mark.parametrize(
+    "early",
+    [
+        b"",  # the engine's head alone: nothing to send with ours
+        FIRST_EVENT[:10],  # a line begun: the tap holds it, so the first write is empty
+    ],
+)
+async def test_the_client_gets_the_head_while_the_engine_has_sent_no_whole_event_yet(
+    rig: RigFactory, early: bytes
 ) -> None:
     fake = FakeVLLM(sleep=no_sleep)
-    engine = SlowFirstEvent(fake)
+    engine = SlowFirstEvent(fake, early)
     r = await rig(Backend(fake))
     body = {"model": MODEL, "stream": True, "messages": [{"role": "user", "content": "hi"}]}
     async with asyncio.timeout(5.0):
