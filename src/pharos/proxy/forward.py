@@ -31,6 +31,7 @@ from pharos.proxy.upstream import (
     CLIENT_LEFT,
     NO_REPLY,
     Refusal,
+    ReplyHead,
     Route,
     UpstreamDied,
     UpstreamIdle,
@@ -260,7 +261,7 @@ class Forwarder:
     ) -> web.StreamResponse:
         target, record = lease.target, ex.record
         status = upstream.status
-        response = web.StreamResponse(status=status)
+        response = ReplyHead(status=status)
         content_type = upstream.headers.get("Content-Type")
         if content_type is not None:
             response.headers["Content-Type"] = content_type
@@ -275,6 +276,11 @@ class Forwarder:
         try:
             await response.prepare(ex.request)
             try:
+                first = upstream.content.read_nowait()  # what came with the engine's head
+                if first:
+                    ttft_s = self._clock.now() - sent_s
+                    first = tap.feed(first)
+                await response.write(first)  # our head with it in one write, or alone now
                 async for chunk in upstream.content.iter_any():
                     if ttft_s is None:
                         ttft_s = self._clock.now() - sent_s
