@@ -149,7 +149,10 @@ class Scheduler:
         if len(self._queue) >= self._queue_limit:
             raise QueueFull(f"{len(self._queue)} requests are already waiting")
         future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        waiter: Waiter[RouteRequest] = Waiter(key, request.model, request, future, now, side_call)
+        size = -1 if request.retry else request.prompt_tokens
+        waiter: Waiter[RouteRequest] = Waiter(
+            key, request.model, request, future, now, side_call, size
+        )
         self._queue.push(waiter, weight, front=request.retry)
         expiry = now + self._queue_wait_s
         if self._next_expiry is None or expiry < self._next_expiry:
@@ -333,7 +336,7 @@ class Scheduler:
             return False
         now = self._clock.now()
         blocked: set[str] = set()
-        for waiter in self._queue.attempt_order(blocked):
+        for waiter in self._queue.attempt_order(blocked, now):
             try:
                 lease, any_free = self._try(
                     waiter.payload,
