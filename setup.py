@@ -31,6 +31,7 @@ COMPILED = [
     "src/pharos/sched/lease.py",
     "src/pharos/sched/scheduler.py",
     "src/pharos/sched/fairqueue.py",
+    "src/pharos/sched/prefills.py",
     "src/pharos/prefix/index.py",
     "src/pharos/state/view.py",
 ]

@@ -29,6 +29,7 @@ COMPILED: dict[str, tuple[str, ...]] = {
         "lease",
         "scheduler",
         "fairqueue",
+        "prefills",
     ),
     "pharos.prefix": ("index",),
     "pharos.state": ("view",),

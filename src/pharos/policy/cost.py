@@ -194,6 +194,11 @@ def scan(
                 / (capacity + 1)
                 * (service_fb if service_s is None else service_s)
             )
+            # an average service time can't see what holds the slots: classifier calls taught
+            # 0.6 s while cold 14k-token prefills held both (agents seed 3, waits of 34 s)
+            slots_busy = c.slots_busy_s
+            if slots_busy is not None and slots_busy > wait:
+                wait = slots_busy
         engine_queued = c.engine_queued_s
         if engine_queued is not None:
             wait += engine_queued

@@ -61,6 +61,7 @@ class Candidate:
         "prefill_s_per_token",
         "queue_ahead",
         "service_s",
+        "slots_busy_s",
         "target_id",
         "warm",
     )
@@ -82,6 +83,7 @@ class Candidate:
         evicts_tokens: int = 0,
         engine_queued_s: float | None = None,
         evicts_loaded: bool = False,
+        slots_busy_s: float | None = None,
     ) -> None:
         self.target_id: Final = target_id
         self.capacity: Final = capacity  # slots: engine-reported, config, or the fallback
@@ -102,6 +104,9 @@ class Candidate:
         self.engine_queued_s: Final = engine_queued_s
         # the cold load fits only by unloading an idle model, whose next request reloads it
         self.evicts_loaded: Final = evicts_loaded
+        # no slot frees before this: the earliest expected prefill end of the requests holding
+        # them, all ours (sched/prefills.py); None: a slot is free or someone else's holds one
+        self.slots_busy_s: Final = slots_busy_s
 
     def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in CANDIDATE_FIELDS)
@@ -133,6 +138,7 @@ CANDIDATE_FIELDS: tuple[str, ...] = (
     "evicts_tokens",
     "engine_queued_s",
     "evicts_loaded",
+    "slots_busy_s",
 )
 """Candidate's fields in constructor order (repr, equality)."""
 

@@ -9,6 +9,7 @@ from typing import Final
 from pharos.engine.types import Kind, Residency
 from pharos.policy import Candidate
 from pharos.prefix import Match
+from pharos.sched.prefills import PrefillsInFlight
 from pharos.state.view import TargetView
 
 BYTES_PER_TOKEN = 4
@@ -217,6 +218,7 @@ def build_candidates(
     now: float = 0.0,
     engine_queued: dict[int, float] | None = None,
     free_fit_of: FitsIfCold | None = None,
+    prefills: PrefillsInFlight | None = None,
 ) -> tuple[list[Candidate], bool]:
     """Candidates for every view, and whether any has a free slot (spec §7, §8).
 
@@ -237,6 +239,8 @@ def build_candidates(
     - engine queued: what replies on the target lately waited inside the engine (`engine_queued`)
     - evicts loaded: the cold load fits only by unloading an idle model (`free_fit_of`'s
       beside_loaded False; a native call, where a Callable cost ~300 instructions a target)
+    - slots busy: on a full target whose slots all hold our requests, the earliest of their
+      expected prefill ends (`prefills`)
 
     One inlined loop: it runs for every acquire and queue re-run, over up to 64 targets. A list
     and dicts, not any Sequence and Mapping: mypyc indexes the list and calls PyDict_GetItem,
@@ -305,8 +309,13 @@ def build_candidates(
             finished = recent.get(target_id)
             if finished and view.kind in PER_SLOT_KINDS:
                 evicts = evicted_tokens(finished, free, now)
+        slots_busy: float | None = None
         if free > 0:
             any_free = True
+        elif prefills:
+            bound = prefills.busy_for_s(target_id, occupancy, now)
+            if bound >= 0:
+                slots_busy = bound
         candidates.append(  # not a bound `append`: mypyc calls PyList_Append directly
             Candidate(
                 target_id,
@@ -324,6 +333,7 @@ def build_candidates(
                 evicts,
                 engine_queued.get(target_id) if engine_queued else None,
                 evicts_loaded,
+                slots_busy,
             )
         )
     return candidates, any_free

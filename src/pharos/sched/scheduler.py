@@ -31,6 +31,7 @@ from pharos.sched.learning import (
     samples_from,
 )
 from pharos.sched.lease import Lease
+from pharos.sched.prefills import PrefillsInFlight, prefill_estimate_s
 from pharos.sched.replies import with_reply_credited, without_reply_credit
 from pharos.sched.types import (
     Feedback,
@@ -122,6 +123,7 @@ class Scheduler:
         self._reply_end_of_key: dict[str, float] = {}
         self._engine_queued: dict[int, tuple[float, float]] = {}  # target -> (EWMA, sampled at)
         self._peers = PeerGauges()
+        self._prefills = PrefillsInFlight()
         self._queue: FairQueue[RouteRequest] = FairQueue()
         self._serving = False
         self._serve_again = False
@@ -147,7 +149,10 @@ class Scheduler:
         if len(self._queue) >= self._queue_limit:
             raise QueueFull(f"{len(self._queue)} requests are already waiting")
         future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-        waiter: Waiter[RouteRequest] = Waiter(key, request.model, request, future, now, side_call)
+        size = -1 if request.retry else request.prompt_tokens
+        waiter: Waiter[RouteRequest] = Waiter(
+            key, request.model, request, future, now, side_call, size
+        )
         self._queue.push(waiter, weight, front=request.retry)
         expiry = now + self._queue_wait_s
         if self._next_expiry is None or expiry < self._next_expiry:
@@ -237,6 +242,7 @@ class Scheduler:
             now=now,
             engine_queued=self._engine_queued_now(now) if self._engine_queued else None,
             free_fit_of=fits_of,
+            prefills=None if side_call else self._prefills,
         )
         decision = self._pick(
             RouteReq(request.prompt_tokens, request.seed),  # positional: 69 ns, by keyword 233
@@ -260,6 +266,18 @@ class Scheduler:
             queued_since is not None,
             key,
             sent_as_side_call,
+        )
+        chosen = candidates[index]
+        self._prefills.start(
+            view.target_id,
+            lease,
+            now
+            + prefill_estimate_s(
+                request.prompt_tokens,
+                chosen.matched_tokens,
+                chosen.prefill_s_per_token,
+                self._policy_config.default_prefill_s_per_token,
+            ),
         )
         return lease, True
 
@@ -318,7 +336,7 @@ class Scheduler:
             return False
         now = self._clock.now()
         blocked: set[str] = set()
-        for waiter in self._queue.attempt_order(blocked):
+        for waiter in self._queue.attempt_order(blocked, now):
             try:
                 lease, any_free = self._try(
                     waiter.payload,
@@ -345,6 +363,7 @@ class Scheduler:
     def _release(self, lease: Lease, feedback: Feedback, used: bool) -> int | None:
         """Returns the prediction the reply was judged by (the lease's `prefix` stage)."""
         target_id = lease.target.target_id
+        self._prefills.finish(target_id, lease)
         left = self._local.get(target_id, 0) - 1
         if left > 0:
             self._local[target_id] = left
