@@ -88,11 +88,11 @@ def _fallbacks(candidates: list[Candidate], config: PolicyConfig) -> Fallbacks:
 
 class Scan:
     """What one scoring pass found, in scalars: the indices of the lowest and second-lowest
-    estimate (and both estimates), of the least utilized feasible target (the cheapest among
-    equals; -1 when none) and of the next cheapest at that utilization, the candidates that may
-    tie with the lowest (`near`, with their estimates and utilizations), where a second replica
-    could load (`replica`, -1 when none: see replica_with_room), and the count of feasible
-    candidates.
+    estimate (both estimates, the lowest's utilization), of the least utilized feasible target
+    (the cheapest among equals; -1 when none) and of the next cheapest at that utilization, the
+    candidates that may tie with the lowest (`near`, with their estimates and utilizations),
+    where a second replica could load (`replica` and its utilization, -1 when none: see
+    replica_with_room), and the count of feasible candidates.
 
     No list of every candidate's estimate and utilization: boxing two floats per candidate and
     freeing them was ~15k of pick-cost-64's ~95k instructions (callgrind). A candidate can tie
@@ -102,6 +102,7 @@ class Scan:
     __slots__ = (
         "best",
         "best_est",
+        "best_util",
         "feasible",
         "least",
         "least_next",
@@ -110,6 +111,7 @@ class Scan:
         "near_est",
         "near_util",
         "replica",
+        "replica_util",
         "second",
         "second_est",
     )
@@ -118,6 +120,7 @@ class Scan:
         self,
         best: int,
         best_est: float,
+        best_util: float,
         second: int,
         second_est: float,
         least: int,
@@ -127,10 +130,12 @@ class Scan:
         near_est: list[float],
         near_util: list[float],
         replica: int,
+        replica_util: float,
         feasible: int,
     ) -> None:
         self.best = best
         self.best_est = best_est
+        self.best_util = best_util
         self.second = second
         self.second_est = second_est
         self.least = least
@@ -140,16 +145,8 @@ class Scan:
         self.near_est = near_est
         self.near_util = near_util
         self.replica = replica
+        self.replica_util = replica_util
         self.feasible = feasible
-
-
-def _utilization(capacity: int, free: int, queue_ahead: int) -> float:
-    """(occupied + queue ahead) / capacity, capacity at least 1."""
-    return ((capacity - free if free < capacity else 0) + queue_ahead) / capacity
-
-
-def utilization(c: Candidate) -> float:
-    return _utilization(c.capacity if c.capacity >= 1 else 1, c.free_slots, c.queue_ahead)
 
 
 def shared_prefill_speed(candidates: list[Candidate], band: float) -> float:
@@ -206,6 +203,7 @@ def scan(
     near_util: list[float] = []
     best_est = second_est = least_util = least_est = next_est = replica_est = _INF
     best_i = second_i = least_i = next_i = replica_i = -1
+    best_util = replica_util = 0.0
     warm_free = False
     feasible_count = 0
     rework_weight = config.rework_weight
@@ -275,13 +273,15 @@ def scan(
         evicts = c.evicts_tokens
         if evicts > 0:
             evict = evicts * per_token * evict_weight
-        util = _utilization(capacity, free, queue_ahead)
+        # in floats: mypyc's int / int went through CPyTagged_TrueDivide (~70 instructions a
+        # candidate); both are exact below 2**53, so the quotient is the same double
+        util = float((capacity - free if free < capacity else 0) + queue_ahead) / float(capacity)
         if feasible:
             est = wait + load + prefill + penalty + rework + evict
             feasible_count += 1
             if est < best_est:
                 second_est, second_i = best_est, best_i
-                best_est, best_i = est, i
+                best_est, best_i, best_util = est, i, util
             elif est < second_est:
                 second_est, second_i = est, i
             if est <= best_est + tie_s:
@@ -304,7 +304,7 @@ def scan(
                 and free > 0
                 and est < replica_est
             ):
-                replica_est, replica_i = est, i
+                replica_est, replica_i, replica_util = est, i, util
         else:
             est = _INF
         if free > 0 and not cold:
@@ -316,6 +316,7 @@ def scan(
     return Scan(
         best_i,
         best_est,
+        best_util,
         second_i,
         second_est,
         least_i,
@@ -325,6 +326,7 @@ def scan(
         near_est,
         near_util,
         -1 if warm_free else replica_i,
+        replica_util,
         feasible_count,
     )
 
@@ -403,6 +405,7 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
             len(candidates), partial(_scores_of, request, candidates, fb, config)
         )
     lowest = best = found.best
+    best_util = found.best_util
     second = found.second
     if second >= 0 and found.second_est <= found.best_est + config.tie_s:
         limit = found.best_est + config.tie_s
@@ -414,6 +417,7 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
                 tied.append(near[k])
                 tied_utils.append(near_util[k])
         best = break_tie_of(tied, tied_utils, candidates, request.seed)
+        best_util = tied_utils[tied.index(best)]
     chosen = candidates[best]
     enqueue = chosen.free_slots <= 0
     replica = -1
@@ -421,6 +425,7 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
         replica = replica_with_room(found)
         if replica >= 0:
             best = replica
+            best_util = found.replica_util
             chosen = candidates[best]
             enqueue = chosen.free_slots <= 0
     why: Why = "only_choice"
@@ -429,7 +434,7 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
         # the chosen one is among them, against the cheapest of the others, since
         # utilization did not tell them apart
         least = found.least
-        if utilization(chosen) == found.least_util:
+        if best_util == found.least_util:
             # the cheapest other target at that utilization
             least = found.least_next if best == found.least else found.least
             if least < 0:

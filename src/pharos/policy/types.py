@@ -103,6 +103,46 @@ class Candidate:
         # the cold load fits only by unloading an idle model, whose next request reloads it
         self.evicts_loaded: Final = evicts_loaded
 
+    def has_fields(
+        self,
+        target_id: int,
+        capacity: int,
+        free_slots: int,
+        queue_ahead: int,
+        warm: bool | None,
+        kv_usage: float | None,
+        matched_tokens: int,
+        prefill_s_per_token: float | None,
+        load_s: float | None,
+        service_s: float | None,
+        fits_if_cold: bool | None,
+        loading: bool,
+        evicts_tokens: int,
+        engine_queued_s: float | None,
+        evicts_loaded: bool,
+    ) -> bool:
+        """Whether a Candidate built from these would be this one, so the scheduler can reuse
+        it (every field, in CANDIDATE_FIELDS' order; tests/policy/test_tail_reuse.py checks).
+        Estimates by identity (a view's own float objects, unchanged while the view is), the
+        engine's queued time by value (recomputed each pick): a miss only builds a new one."""
+        return (
+            self.target_id == target_id
+            and self.capacity == capacity
+            and self.free_slots == free_slots
+            and self.queue_ahead == queue_ahead
+            and self.warm is warm
+            and self.kv_usage is kv_usage
+            and self.matched_tokens == matched_tokens
+            and self.prefill_s_per_token is prefill_s_per_token
+            and self.load_s is load_s
+            and self.service_s is service_s
+            and self.fits_if_cold is fits_if_cold
+            and self.loading == loading
+            and self.evicts_tokens == evicts_tokens
+            and _same_float(self.engine_queued_s, engine_queued_s)
+            and self.evicts_loaded == evicts_loaded
+        )
+
     def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in CANDIDATE_FIELDS)
 
@@ -115,6 +155,12 @@ class Candidate:
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in CANDIDATE_FIELDS)
         return f"Candidate({inner})"
+
+
+def _same_float(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a == b
 
 
 CANDIDATE_FIELDS: tuple[str, ...] = (
