@@ -157,3 +157,15 @@ def test_a_build_from_the_previous_list_equals_a_fresh_build(seed: int) -> None:
             assert (got is previous) == (got == previous)
         previous = got
     assert reused_lists > 30 and reused_candidates > 1000, (reused_lists, reused_candidates)
+
+
+# matched: the targets the prefix index names; ids 1, 33 and 65 share a bit of the filter
+@pytest.mark.parametrize("matched", [[33], [1, 65], [65], [1, 33, 65], []])
+def test_only_the_matched_targets_get_matched_tokens_whatever_bits_they_share(
+    matched: list[int],
+) -> None:
+    views = [make_view(target_id) for target_id in (1, 2, 33, 64, 65, 97)]
+    matches = {target_id: Match(400 * (target_id + 1), Source.LOCAL) for target_id in matched}
+    candidates, _ = build(views, {}, {}, matches, 0, None)
+    got = {c.target_id: c.matched_tokens for c in candidates if c.matched_tokens}
+    assert got == {target_id: 100 * (target_id + 1) for target_id in matched}

@@ -264,6 +264,11 @@ def build_candidates(
     position = -1
     any_free = False
     loaded, unknown, loading_state, cold = _RESIDENCIES
+    # bit (id & 31) of each target the prefix index matched (a few of 64): a view whose bit is
+    # clear skips the dict lookup (~150 instructions each, callgrind)
+    match_bits = 0
+    for matched_id in matches:
+        match_bits |= 1 << (matched_id & 31)
     for view in views:
         position += 1
         target_id = view.target_id
@@ -317,7 +322,7 @@ def build_candidates(
             fits = fits_of(view)
             if fits is True and free_fit_of is not None:
                 evicts_loaded = free_fit_of.beside_loaded(view) is False
-        match = matches.get(target_id) if matches else None
+        match = matches.get(target_id) if match_bits >> (target_id & 31) & 1 else None
         matched = 0 if match is None else match.matched_bytes // BYTES_PER_TOKEN
         evicts = 0
         if recent and free > 0 and matched * 2 < prompt_tokens:  # int tests before the dict
