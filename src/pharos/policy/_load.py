@@ -32,7 +32,7 @@ COMPILED: dict[str, tuple[str, ...]] = {
         "prefills",
     ),
     "pharos.prefix": ("index",),
-    "pharos.state": ("view",),
+    "pharos.state": ("view", "views"),
 }
 """Every module setup.py compiles, by package. One mypyc group: they load all compiled or all
 source, never mixed (a compiled candidates module builds the compiled Candidate)."""

@@ -16,8 +16,8 @@ from functools import partial
 from typing import Any, Final
 
 from pharos.policy.explain import describe, why_against_least_loaded
-from pharos.policy.types import Candidate, Decision, PolicyConfig, RouteReq, Score, Why
-from pharos.policy.util import break_tie, median_of
+from pharos.policy.types import Candidate, Decision, PolicyConfig, RouteReq, Score, Terms, Why
+from pharos.policy.util import break_tie_of, median_of
 
 _INF: Final = float("inf")  # Final: a C constant, not a module-dict lookup per candidate
 
@@ -87,26 +87,65 @@ def _fallbacks(candidates: list[Candidate], config: PolicyConfig) -> Fallbacks:
 
 
 class Scan:
-    """What one scoring pass found: per-candidate estimate (inf when infeasible) and utilization,
-    the indices of the lowest and second-lowest estimate and of the least utilized feasible target
-    (the cheapest among equals; -1 when none), and the count of feasible candidates."""
+    """What one scoring pass found, in scalars: the indices of the lowest and second-lowest
+    estimate (both estimates, the lowest's utilization), of the least utilized feasible target
+    (the cheapest among equals; -1 when none) and of the next cheapest at that utilization, the
+    candidates that may tie with the lowest (`near`, with their estimates and utilizations),
+    where a second replica could load (`replica` and its utilization, -1 when none: see
+    replica_with_room), and the count of feasible candidates.
 
-    __slots__ = ("best", "est", "feasible", "least", "second", "util")
+    No list of every candidate's estimate and utilization: boxing two floats per candidate and
+    freeing them was ~15k of pick-cost-64's ~95k instructions (callgrind). A candidate can tie
+    with the final lowest only if it was within tie_s of the lowest seen when it was scored,
+    since the lowest only falls, so `near` holds every candidate the tie break may need."""
+
+    __slots__ = (
+        "best",
+        "best_est",
+        "best_util",
+        "feasible",
+        "least",
+        "least_next",
+        "least_util",
+        "near",
+        "near_est",
+        "near_util",
+        "replica",
+        "replica_util",
+        "second",
+        "second_est",
+    )
 
     def __init__(
         self,
-        est: list[float],
-        util: list[float],
         best: int,
+        best_est: float,
+        best_util: float,
         second: int,
+        second_est: float,
         least: int,
+        least_util: float,
+        least_next: int,
+        near: list[int],
+        near_est: list[float],
+        near_util: list[float],
+        replica: int,
+        replica_util: float,
         feasible: int,
     ) -> None:
-        self.est = est
-        self.util = util
         self.best = best
+        self.best_est = best_est
+        self.best_util = best_util
         self.second = second
+        self.second_est = second_est
         self.least = least
+        self.least_util = least_util
+        self.least_next = least_next
+        self.near = near
+        self.near_est = near_est
+        self.near_util = near_util
+        self.replica = replica
+        self.replica_util = replica_util
         self.feasible = feasible
 
 
@@ -147,20 +186,25 @@ def scan(
     candidates: list[Candidate],
     fb: Fallbacks,
     config: PolicyConfig,
-    keep: list[Score] | None = None,
+    keep: list[Terms] | None = None,
 ) -> Scan:
     """One loop over the candidates, the routing hot path: scalars only, unless `keep` asks for
-    every Score too (the status page, explain, tests). The one place the terms are computed.
+    every candidate's Terms too (the status page, explain, tests). The one place the terms are
+    computed.
     A list, not any Sequence: mypyc indexes a list directly instead of PyIter_Next per item."""
     prefill_fb = fb.prefill_s_per_token
     load_fb = fb.load_s
     service_fb = fb.service_s
     kv_from = config.kv_pressure_from
     kv_span = 1.0 - kv_from
-    ests: list[float] = [0.0] * len(candidates)  # sized once: no regrowth while appending
-    utils: list[float] = [0.0] * len(candidates)
-    best_est = second_est = least_util = least_est = _INF
-    best_i = second_i = least_i = -1
+    tie_s = config.tie_s
+    near: list[int] = []
+    near_est: list[float] = []
+    near_util: list[float] = []
+    best_est = second_est = least_util = least_est = next_est = replica_est = _INF
+    best_i = second_i = least_i = next_i = replica_i = -1
+    best_util = replica_util = 0.0
+    warm_free = False
     feasible_count = 0
     rework_weight = config.rework_weight
     evict_weight = config.evict_weight
@@ -204,7 +248,8 @@ def scan(
             wait += engine_queued
         feasible = True
         load = 0.0
-        if c.warm is False and not c.loading:
+        cold = c.warm is False and not c.loading
+        if cold:
             if c.fits_if_cold is False:
                 feasible = False
             load_s = c.load_s
@@ -233,26 +278,62 @@ def scan(
         evicts = c.evicts_tokens
         if evicts > 0:
             evict = evicts * per_token * evict_weight
-        util = ((capacity - free if free < capacity else 0) + queue_ahead) / capacity
+        # in floats: mypyc's int / int went through CPyTagged_TrueDivide (~70 instructions a
+        # candidate); both are exact below 2**53, so the quotient is the same double
+        util = float((capacity - free if free < capacity else 0) + queue_ahead) / float(capacity)
         if feasible:
             est = wait + load + prefill + penalty + rework + evict
             feasible_count += 1
             if est < best_est:
                 second_est, second_i = best_est, best_i
-                best_est, best_i = est, i
+                best_est, best_i, best_util = est, i, util
             elif est < second_est:
                 second_est, second_i = est, i
-            if util < least_util or (util == least_util and est < least_est):
+            if est <= best_est + tie_s:
+                near.append(i)
+                near_est.append(est)
+                near_util.append(util)
+            if util < least_util:
                 least_util, least_est, least_i = util, est, i
+                next_est, next_i = _INF, -1
+            elif util == least_util:
+                if est < least_est:
+                    next_est, next_i = least_est, least_i
+                    least_est, least_i = est, i
+                elif est < next_est:
+                    next_est, next_i = est, i
+            if (
+                cold
+                and c.fits_if_cold is True
+                and not c.evicts_loaded
+                and free > 0
+                and est < replica_est
+            ):
+                replica_est, replica_i, replica_util = est, i, util
         else:
             est = _INF
-        ests[i] = est
-        utils[i] = util
+        if free > 0 and not cold:
+            warm_free = True
         if keep is not None:
             keep.append(
-                Score(c.target_id, feasible, est, wait, load, prefill, penalty, util, rework, evict)
+                Terms(c.target_id, feasible, est, wait, load, prefill, penalty, util, rework, evict)
             )
-    return Scan(ests, utils, best_i, second_i, least_i, feasible_count)
+    return Scan(
+        best_i,
+        best_est,
+        best_util,
+        second_i,
+        second_est,
+        least_i,
+        least_util,
+        next_i,
+        near,
+        near_est,
+        near_util,
+        -1 if warm_free else replica_i,
+        replica_util,
+        feasible_count,
+    )
 
 
 def score_candidates(
@@ -260,55 +341,31 @@ def score_candidates(
 ) -> tuple[Score, ...]:
     """Each candidate's Score, in candidate order."""
     listed = as_list(candidates)
-    scores: list[Score] = []
-    scan(request.prompt_tokens, listed, _fallbacks(listed, config), config, scores)
-    return tuple(scores)
+    terms: list[Terms] = []
+    scan(request.prompt_tokens, listed, _fallbacks(listed, config), config, terms)
+    return tuple([t.score() for t in terms])
 
 
 def _scores_of(
     request: RouteReq, candidates: list[Candidate], fb: Fallbacks, config: PolicyConfig
 ) -> tuple[Score, ...]:
-    scores: list[Score] = []
-    scan(request.prompt_tokens, candidates, fb, config, scores)
-    return tuple(scores)
+    terms: list[Terms] = []
+    scan(request.prompt_tokens, candidates, fb, config, terms)
+    return tuple([t.score() for t in terms])
 
 
-def _cheapest_other_at(found: Scan, chosen: int, util: float) -> int:
-    """The cheapest feasible target other than `chosen` with this utilization; -1 if none."""
-    best, best_est = -1, _INF
-    ests = found.est
-    for i, u in enumerate(found.util):
-        if i != chosen and u == util and ests[i] < best_est:
-            best, best_est = i, ests[i]
-    return best
-
-
-def replica_with_room(candidates: list[Candidate], found: Scan) -> int:
+def replica_with_room(found: Scan) -> int:
     """Where to load a second replica for a request that would queue: the cheapest cold target
     whose host holds the model beside everything it has loaded (it unloads nothing), when no
-    target that serves the model now has a free slot; -1 when there is none.
+    target that serves the model now has a free slot; -1 when there is none (scan finds it).
 
     Not the lowest estimate: the load costs this request more than its wait (cold-burst: a
     ~3.5 s wait against an 8 s load), but it pays once and every later request gets the
     replica's slots, and with nothing unloaded it can't thrash (at most one load per host
     with room). Cold-burst, seeds 1-5: chat TTFT p95 6.30 -> 5.06 s, 10 -> 6 comparisons lost.
+    A warm target with a free slot means this pick's reason to queue is its own: no replica.
     """
-    best, best_est = -1, _INF
-    ests = found.est
-    i = -1
-    for c in candidates:
-        i += 1
-        if c.warm is False and not c.loading:
-            if (
-                c.fits_if_cold is True
-                and not c.evicts_loaded
-                and c.free_slots > 0
-                and ests[i] < best_est
-            ):
-                best, best_est = i, ests[i]
-        elif c.free_slots > 0:
-            return -1  # it runs now on a warm target: this pick's reason to queue is its own
-    return best
+    return found.replica
 
 
 def _no_feasible_reason(candidates: int) -> str:
@@ -353,19 +410,27 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
             len(candidates), partial(_scores_of, request, candidates, fb, config)
         )
     lowest = best = found.best
+    best_util = found.best_util
     second = found.second
-    ests = found.est
-    if second >= 0 and ests[second] <= ests[lowest] + config.tie_s:
-        limit = ests[lowest] + config.tie_s
-        tied = [i for i in range(len(ests)) if ests[i] <= limit]
-        best = break_tie(tied, found.util, candidates, request.seed)
+    if second >= 0 and found.second_est <= found.best_est + config.tie_s:
+        limit = found.best_est + config.tie_s
+        near, near_est, near_util = found.near, found.near_est, found.near_util
+        tied: list[int] = []
+        tied_utils: list[float] = []
+        for k in range(len(near)):
+            if near_est[k] <= limit:
+                tied.append(near[k])
+                tied_utils.append(near_util[k])
+        best = break_tie_of(tied, tied_utils, candidates, request.seed)
+        best_util = tied_utils[tied.index(best)]
     chosen = candidates[best]
     enqueue = chosen.free_slots <= 0
     replica = -1
     if enqueue and found.feasible > 1:
-        replica = replica_with_room(candidates, found)
+        replica = replica_with_room(found)
         if replica >= 0:
             best = replica
+            best_util = found.replica_util
             chosen = candidates[best]
             enqueue = chosen.free_slots <= 0
     why: Why = "only_choice"
@@ -374,15 +439,16 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
         # the chosen one is among them, against the cheapest of the others, since
         # utilization did not tell them apart
         least = found.least
-        if found.util[best] == found.util[least]:
-            least = _cheapest_other_at(found, best, found.util[best])
+        if best_util == found.least_util:
+            # the cheapest other target at that utilization
+            least = found.least_next if best == found.least else found.least
             if least < 0:
                 # the one least utilized target: utilization alone would have picked it, but
                 # what it saved against the next best may still be its cache (issue 15: a
                 # waiter granted its cached target's freed slot was labelled least_loaded)
                 least = second if best == lowest else lowest
         if least >= 0:
-            pair: list[Score] = []
+            pair: list[Terms] = []
             scan(request.prompt_tokens, [chosen, candidates[least]], fb, config, pair)
             why = why_against_least_loaded(pair[0], pair[1])
         else:

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from pharos.policy.types import Candidate, Score, Why
+from pharos.policy.types import Candidate, Score, Terms, Why
 
 
-def why_against_least_loaded(chosen: Score, least_loaded: Score) -> Why:
+def why_against_least_loaded(chosen: Terms, least_loaded: Terms) -> Why:
     """`cache` if the chosen target's cached prefix saved more than its loaded model did against
     the least utilized target, `warm` if the loaded model saved more, else `least_loaded`."""
     if chosen.target_id == least_loaded.target_id:

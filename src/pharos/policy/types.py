@@ -108,6 +108,46 @@ class Candidate:
         # them, all ours (sched/prefills.py); None: a slot is free or someone else's holds one
         self.slots_busy_s: Final = slots_busy_s
 
+    def has_fields(
+        self,
+        target_id: int,
+        capacity: int,
+        free_slots: int,
+        queue_ahead: int,
+        warm: bool | None,
+        kv_usage: float | None,
+        matched_tokens: int,
+        prefill_s_per_token: float | None,
+        load_s: float | None,
+        service_s: float | None,
+        fits_if_cold: bool | None,
+        loading: bool,
+        evicts_tokens: int,
+        engine_queued_s: float | None,
+        evicts_loaded: bool,
+    ) -> bool:
+        """Whether a Candidate built from these would be this one, so the scheduler can reuse
+        it (every field, in CANDIDATE_FIELDS' order; tests/policy/test_tail_reuse.py checks).
+        Estimates by identity (a view's own float objects, unchanged while the view is), the
+        engine's queued time by value (recomputed each pick): a miss only builds a new one."""
+        return (
+            self.target_id == target_id
+            and self.capacity == capacity
+            and self.free_slots == free_slots
+            and self.queue_ahead == queue_ahead
+            and self.warm is warm
+            and self.kv_usage is kv_usage
+            and self.matched_tokens == matched_tokens
+            and self.prefill_s_per_token is prefill_s_per_token
+            and self.load_s is load_s
+            and self.service_s is service_s
+            and self.fits_if_cold is fits_if_cold
+            and self.loading == loading
+            and self.evicts_tokens == evicts_tokens
+            and _same_float(self.engine_queued_s, engine_queued_s)
+            and self.evicts_loaded == evicts_loaded
+        )
+
     def _fields(self) -> tuple[object, ...]:
         return tuple(getattr(self, name) for name in CANDIDATE_FIELDS)
 
@@ -120,6 +160,12 @@ class Candidate:
     def __repr__(self) -> str:
         inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in CANDIDATE_FIELDS)
         return f"Candidate({inner})"
+
+
+def _same_float(a: float | None, b: float | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    return a == b
 
 
 CANDIDATE_FIELDS: tuple[str, ...] = (
@@ -187,6 +233,64 @@ class Score(NamedTuple):
     utilization: float  # (occupied + queue ahead) / capacity
     rework_s: float = 0.0  # re-prefill of a prefix another candidate holds, weighted
     evict_s: float = 0.0  # re-prefill a recent conversation pays for the slot this takes
+
+
+@final
+class Terms:
+    """One candidate's estimate and its terms as the scoring loop computed them: a native struct,
+    where a Score (a NamedTuple, whose __new__ runs interpreted) cost ~3k instructions to build;
+    pick scores its chosen target against the least loaded one through two of these."""
+
+    __slots__ = (
+        "est_ttft_s",
+        "evict_s",
+        "feasible",
+        "kv_penalty_s",
+        "load_s",
+        "prefill_s",
+        "rework_s",
+        "target_id",
+        "utilization",
+        "wait_s",
+    )
+
+    def __init__(
+        self,
+        target_id: int,
+        feasible: bool,
+        est_ttft_s: float,
+        wait_s: float,
+        load_s: float,
+        prefill_s: float,
+        kv_penalty_s: float,
+        utilization: float,
+        rework_s: float,
+        evict_s: float,
+    ) -> None:
+        self.target_id: Final = target_id
+        self.feasible: Final = feasible
+        self.est_ttft_s: Final = est_ttft_s
+        self.wait_s: Final = wait_s
+        self.load_s: Final = load_s
+        self.prefill_s: Final = prefill_s
+        self.kv_penalty_s: Final = kv_penalty_s
+        self.utilization: Final = utilization
+        self.rework_s: Final = rework_s
+        self.evict_s: Final = evict_s
+
+    def score(self) -> Score:
+        return Score(
+            self.target_id,
+            self.feasible,
+            self.est_ttft_s,
+            self.wait_s,
+            self.load_s,
+            self.prefill_s,
+            self.kv_penalty_s,
+            self.utilization,
+            self.rework_s,
+            self.evict_s,
+        )
 
 
 @final

@@ -35,8 +35,16 @@ def break_tie(
     The seed picks among the tied targets sorted by id, so the choice does not
     depend on the order the candidates arrived in.
     """
-    least = min([utils[i] for i in indices])
-    lowest = [i for i in indices if utils[i] == least]
+    return break_tie_of(list(indices), [utils[i] for i in indices], candidates, seed)
+
+
+def break_tie_of(
+    indices: list[int], index_utils: list[float], candidates: Sequence[Candidate], seed: int
+) -> int:
+    """break_tie with each tied index's utilization beside it (`index_utils[k]` is
+    `indices[k]`'s): cost.pick keeps only the tied candidates' utilizations."""
+    least = min(index_utils)
+    lowest = [indices[k] for k in range(len(indices)) if index_utils[k] == least]
     if len(lowest) == 1:
         return lowest[0]
     by_id = sorted([(candidates[i].target_id, i) for i in lowest])

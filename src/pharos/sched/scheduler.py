@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 
 from pharos.clock import Clock
 from pharos.engine.types import Residency
-from pharos.policy import DEFAULT_CONFIG, POLICIES, PolicyConfig, RouteReq
+from pharos.policy import DEFAULT_CONFIG, POLICIES, Candidate, PolicyConfig, RouteReq
 from pharos.prefix import Match, PrefixOp
 from pharos.sched.candidates import (
     FitsIfCold,
@@ -122,6 +122,7 @@ class Scheduler:
         self._finished: dict[int, deque[tuple[float, int, int]]] = {}  # per target and slot
         self._reply_end_of_key: dict[str, float] = {}
         self._engine_queued: dict[int, tuple[float, float]] = {}  # target -> (EWMA, sampled at)
+        self._candidates: dict[str, list[Candidate]] = {}  # per model: the last pick's, reused
         self._peers = PeerGauges()
         self._prefills = PrefillsInFlight()
         self._queue: FairQueue[RouteRequest] = FairQueue()
@@ -243,7 +244,9 @@ class Scheduler:
             engine_queued=self._engine_queued_now(now) if self._engine_queued else None,
             free_fit_of=fits_of,
             prefills=None if side_call else self._prefills,
+            previous=self._candidates.get(request.model),
         )
+        self._candidates[request.model] = candidates
         decision = self._pick(
             RouteReq(request.prompt_tokens, request.seed),  # positional: 69 ns, by keyword 233
             candidates,
