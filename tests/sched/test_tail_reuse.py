@@ -36,6 +36,7 @@ BASE: dict[str, object] = {
     "evicts_tokens": 0,
     "engine_queued_s": None,
     "evicts_loaded": False,
+    "slots_busy_s": None,
 }
 OTHER: dict[str, object] = {
     "target_id": 4,
@@ -53,6 +54,7 @@ OTHER: dict[str, object] = {
     "evicts_tokens": 50,
     "engine_queued_s": 0.25,
     "evicts_loaded": True,
+    "slots_busy_s": 1.5,
 }
 
 

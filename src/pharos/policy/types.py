@@ -125,6 +125,7 @@ class Candidate:
         evicts_tokens: int,
         engine_queued_s: float | None,
         evicts_loaded: bool,
+        slots_busy_s: float | None,
     ) -> bool:
         """Whether a Candidate built from these would be this one, so the scheduler can reuse
         it (every field, in CANDIDATE_FIELDS' order; tests/policy/test_tail_reuse.py checks).
@@ -146,6 +147,7 @@ class Candidate:
             and self.evicts_tokens == evicts_tokens
             and _same_float(self.engine_queued_s, engine_queued_s)
             and self.evicts_loaded == evicts_loaded
+            and _same_float(self.slots_busy_s, slots_busy_s)
         )
 
     def _fields(self) -> tuple[object, ...]:
