@@ -238,3 +238,26 @@ def test_profile_shares_count_each_function_once_per_stack_and_leave_idle_thread
     assert "self  60.0% parse (c.py" in out
     assert "self  40.0% handle (b.py" in out
     assert not [line for line in out if "_worker" in line or "threading" in line]
+
+
+SWEEP_ONE = ("--seeds", "1", "--bursts", "6", "--memory", "13")
+
+
+@pytest.mark.timeout(120)
+def test_the_warming_sweep_prints_a_row_per_policy_on_one_seed_and_burst() -> None:
+    """benchmarks/sim_warm.py (issue 15's warming question) is a simulator sweep, not a
+    bench_* file: one seed, one burst size, one host size keep it to a few seconds."""
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "sim_warm.py"), *SWEEP_ONE],
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split() for line in done.stdout.splitlines()[1:] if line]
+    spec = importlib.util.spec_from_file_location("bench_sim_warm", BENCHMARKS / "sim_warm.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert [row[2] for row in rows] == list(module.POLICIES)
+    assert all(row[:2] == ["13GB", "6"] and row[3].isdigit() for row in rows), rows
