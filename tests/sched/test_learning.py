@@ -70,6 +70,9 @@ W, C, J = Dispatch.WARM, Dispatch.COLD, Dispatch.JOINED
         # joined a load under way: a partial load teaches no load, the rest of the reply the
         # service (without it a cold burst costed waiting at the assumed 5 s: issue 14)
         (J, ok(prompt_tokens=2000, cached_tokens=0, ttft_s=2.0), Samples(None, None, 1.0)),
+        # joined, and the engine reports a load time: only the part of the load this request
+        # waited for, so it is no load sample either (it would teach a load too short)
+        (J, ok(engine_load_s=1.2, ttft_s=1.5), Samples(None, None, 1.8)),
         # the client left: the duration is cut short
         (W, ok(client_left=True), Samples()),
         # failed replies teach nothing
