@@ -6,6 +6,7 @@ from __future__ import annotations
 import signal
 
 import aiohttp
+import pytest
 
 from pharos.fakeengine import FakeVLLM, no_sleep, serve
 from tests.cmd.serve_procs import free_port, pharos_process, poll_status
@@ -51,3 +52,11 @@ async def test_serve_logs_startup_and_one_access_line_per_request() -> None:
 async def test_no_access_log_leaves_the_lines_out() -> None:
     output = await served_requests("--no-access-log")
     assert "logger=pharos.access" not in output
+
+
+async def test_serve_says_when_routing_runs_the_pure_python_build(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("PHAROS_PURE_PYTHON", "1")  # the subprocess inherits it
+    output = await served_requests()
+    assert "routing runs its pure-Python build: PHAROS_PURE_PYTHON=1" in output

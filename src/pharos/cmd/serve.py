@@ -40,6 +40,7 @@ from pharos.obs.startup import startup_lines
 from pharos.peer.node import Node
 from pharos.peer.restore import restore_state_file, save_state_file, write_state_periodically
 from pharos.peer.server import PeerSetupError, running_peers
+from pharos.policy import PURE_REASON
 from pharos.proxy.listener import LimitedRunner
 
 log = logging.getLogger("pharos")
@@ -286,6 +287,8 @@ async def _serve_public(
         "until every backend was scraped once",
         _addresses(runner),
     )
+    if PURE_REASON:
+        log.warning("routing runs its pure-Python build: %s", PURE_REASON)
     background: list[asyncio.Task[None]] = []
     try:
         await pharos.start(restored=False)
