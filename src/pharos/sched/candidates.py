@@ -278,8 +278,9 @@ def build_candidates(
     - evicts: on a per-slot engine, for a prompt under half cached there, the recent
       conversation it would push out of a free slot (`recent`: finished prompts per target)
     - engine queued: what replies on the target lately waited inside the engine (`engine_queued`)
-    - evicts loaded: the cold load fits only by unloading an idle model (`free_fit_of`'s
-      beside_loaded False; a native call, where a Callable cost ~300 instructions a target)
+    - evicts loaded: the cold load fits only by unloading an idle model one of our replies used
+      within IDLE_MODEL_STALE_S (`free_fit_of`'s beside_loaded False; a native call, where a
+      Callable cost ~300 instructions a target)
     - slots busy: on a full target whose slots all hold our requests, the earliest of their
       expected prefill ends (`prefills`)
 
