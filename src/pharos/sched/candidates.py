@@ -14,6 +14,15 @@ from pharos.state.view import TargetView
 
 BYTES_PER_TOKEN = 4
 
+IDLE_MODEL_STALE_S = 45.0
+"""A loaded model none of our replies used for this long holds no memory a second replica of
+another model may need (`fits_beside_loaded`): its unload is not charged as a reload, and the
+replica counts as unloading nothing. Cold-burst-heavy, where the burst's model stayed loaded
+on all three hosts after its one turn and kept chat model b on one host's 2 slots for the
+rest of the run (seed 1: 19 chat turns queued, 50 s summed): comparisons lost over seeds
+1-20, never / 15 / 30 / 45 / 60 / 90 / 120 s: 32 / 25 / 22 / 21 / 22 / 25 / 29; seeds 1-5:
+9 -> 6. Chat users there think 5-30 s between turns."""
+
 SLOT_KEEP_S = 120.0
 """How long a finished prompt's slot counts as holding a conversation that will come back:
 chat users think 5-30 s between turns in the simulator, minutes at most in Open WebUI."""
@@ -71,15 +80,26 @@ def fits_if_cold(view: TargetView, others: Iterable[tuple[TargetView, int]]) -> 
     return _fits(view, others, idle_loaded_holds=False)
 
 
-def fits_beside_loaded(view: TargetView, others: Iterable[tuple[TargetView, int]]) -> bool | None:
+def fits_beside_loaded(
+    view: TargetView,
+    others: Iterable[tuple[TargetView, int]],
+    idle_ended: dict[int, float] | None = None,
+    stale_before: float = -1.0,
+) -> bool | None:
     """Whether loading this cold model fits beside every model the host holds, idle ones too:
     False when the load would unload an idle model (whose next request then reloads it). None
-    when the host memory or a size is unknown."""
-    return _fits(view, others, idle_loaded_holds=True)
+    when the host memory or a size is unknown.
+    `idle_ended`: when our last reply on each target ended; an idle model whose last reply
+    ended before `stale_before` holds nothing (IDLE_MODEL_STALE_S). One we never served holds."""
+    return _fits(view, others, True, idle_ended, stale_before)
 
 
 def _fits(
-    view: TargetView, others: Iterable[tuple[TargetView, int]], idle_loaded_holds: bool
+    view: TargetView,
+    others: Iterable[tuple[TargetView, int]],
+    idle_loaded_holds: bool,
+    idle_ended: dict[int, float] | None = None,
+    stale_before: float = -1.0,
 ) -> bool | None:
     """Whether the model fits in the host memory the others hold: a busy or loading model
     always holds its footprint, an idle loaded one only when `idle_loaded_holds`."""
@@ -95,6 +115,10 @@ def _fits(
         holds = occupancy > 0 or residency is _LOADING
         if not holds and not (idle_loaded_holds and residency is _LOADED):
             continue
+        if not holds and idle_ended is not None:
+            ended_at = idle_ended.get(other.target_id)
+            if ended_at is not None and ended_at < stale_before:
+                continue
         footprint = other.vram_bytes if other.vram_bytes is not None else other.size_bytes
         if footprint is None:
             return None
@@ -199,7 +223,12 @@ class FitsIfCold:
 
     def beside_loaded(self, view: TargetView) -> bool | None:
         """`fits_beside_loaded` over this pick's occupancy of the view's backend."""
-        return fits_beside_loaded(view, self._others(view.backend_url))
+        return fits_beside_loaded(
+            view,
+            self._others(view.backend_url),
+            self._last_reply_end,
+            self._now - IDLE_MODEL_STALE_S,
+        )
 
     def _others(self, backend_url: str) -> list[tuple[TargetView, int]]:
         others = self._by_backend.get(backend_url)
@@ -249,8 +278,9 @@ def build_candidates(
     - evicts: on a per-slot engine, for a prompt under half cached there, the recent
       conversation it would push out of a free slot (`recent`: finished prompts per target)
     - engine queued: what replies on the target lately waited inside the engine (`engine_queued`)
-    - evicts loaded: the cold load fits only by unloading an idle model (`free_fit_of`'s
-      beside_loaded False; a native call, where a Callable cost ~300 instructions a target)
+    - evicts loaded: the cold load fits only by unloading an idle model one of our replies used
+      within IDLE_MODEL_STALE_S (`free_fit_of`'s beside_loaded False; a native call, where a
+      Callable cost ~300 instructions a target)
     - slots busy: on a full target whose slots all hold our requests, the earliest of their
       expected prefill ends (`prefills`)
 
