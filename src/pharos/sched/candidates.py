@@ -119,7 +119,8 @@ def _fits(
             ended_at = idle_ended.get(other.target_id)
             if ended_at is not None and ended_at < stale_before:
                 continue
-        footprint = other.vram_bytes if other.vram_bytes is not None else other.size_bytes
+        vram_bytes = other.vram_bytes  # 0 on the CPU (Ollama's size_vram): it holds its size
+        footprint = vram_bytes if vram_bytes is not None and vram_bytes > 0 else other.size_bytes
         if footprint is None:
             return None
         held_bytes += footprint
