@@ -44,7 +44,7 @@ from pharos.proxy.upstream import (
     upstream_idle,
     waited_in_vain,
 )
-from pharos.proxy.wire import BadReply, ReadTimeout, WireError
+from pharos.proxy.wire import BadReply, ReadTimeout, ReplyCut, WireError
 from pharos.sched import (
     Feedback,
     Lease,
@@ -220,7 +220,13 @@ class Forwarder:
 
         status = upstream.status
         if not (status >= 500 or (status == 404 and ex.route.coding_agent)):
-            return await self._stream(ex, upstream, lease, sent_s)
+            try:
+                first = upstream.read_nowait()  # what came with the engine's head
+            except WireError as exc:  # its body broke in the head's read: nothing sent yet
+                upstream.close()
+                self._connect_failed(ex, lease, exc)
+                return None
+            return await self._stream(ex, upstream, lease, sent_s, first)
         try:
             refused_body = await upstream.read()
         except WireError as exc:
@@ -249,14 +255,14 @@ class Forwarder:
         """A refused or broken connection, or a reply that isn't HTTP, before anything reached
         the client: eject, and retry elsewhere (a broken head was a Pharos 500 with a
         traceback under aiohttp)."""
-        bad = isinstance(exc, BadReply)
+        bad = isinstance(exc, BadReply | ReplyCut)
         what = "bad reply" if bad else "connect failed"
         self._state.eject(lease.target.backend_url, f"{what}: {type(exc).__name__}")
         lease.release(NO_REPLY)
         ex.record.decide("upstream", "bad_reply" if bad else "connect_failed")
 
     async def _stream(
-        self, ex: Exchange, upstream: Reply, lease: Lease, sent_s: float
+        self, ex: Exchange, upstream: Reply, lease: Lease, sent_s: float, first: bytes
     ) -> web.StreamResponse:
         target, record = lease.target, ex.record
         status = upstream.status
@@ -275,7 +281,6 @@ class Forwarder:
         try:
             await response.prepare(ex.request)
             try:
-                first = upstream.read_nowait()  # what came with the engine's head
                 if first:
                     ttft_s = self._clock.now() - sent_s
                     first = tap.feed(first)

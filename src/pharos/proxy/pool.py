@@ -54,6 +54,11 @@ def origin_of(url: URL) -> Origin:
     return Origin(url.scheme, host, port, shown if default else f"{shown}:{port}")
 
 
+def _breaks_line(text: str) -> bool:
+    """A header name or value that would end its line early (a header of its own)."""
+    return "\r" in text or "\n" in text
+
+
 class Reply:
     """An engine's reply: status and headers (lower-case names) at once, the body as it
     comes. `release()` hands the connection back when the body was read to its end, else
@@ -169,7 +174,9 @@ class UpstreamClient:
         if lines is None:
             found = table.for_url(URL(key)) if table else None
             lines = b"".join(
-                f"{name}: {value}\r\n".encode("latin-1") for name, value in (found or {}).items()
+                f"{name}: {value}\r\n".encode("latin-1")
+                for name, value in (found or {}).items()
+                if not _breaks_line(name) and not _breaks_line(value)
             )
             if len(self._cred_cache) > 4096:
                 self._cred_cache.clear()
@@ -189,7 +196,7 @@ class UpstreamClient:
         parts = [f"POST {target} HTTP/1.1\r\nHost: {origin.host_header}\r\n"]
         typed = accepts = False
         for name, value in headers:
-            if "\r" in value or "\n" in value or "\r" in name or "\n" in name:
+            if _breaks_line(value) or _breaks_line(name):
                 continue
             lower = name.lower()
             if lower == "content-type":

@@ -25,8 +25,16 @@ PAUSE_BYTES = 256 * 1024
 
 _CRLF = b"\r\n"
 _HEAD_END = b"\r\n\r\n"
-_HEX = frozenset(b"0123456789abcdefABCDEF")
+_HEX_DIGITS = b"0123456789abcdefABCDEF"
 _LENGTH, _CHUNKED, _TO_CLOSE, _NONE = 0, 1, 2, 3
+
+
+def _extended_size(line: bytes) -> int:
+    """A chunk size line with an extension or padding (`1a;name=value`), or -1."""
+    size_text = line.split(b";", 1)[0].strip(b" \t")
+    if not size_text or len(size_text) > 15 or size_text.translate(None, _HEX_DIGITS):
+        return -1
+    return int(size_text, 16)
 
 
 class WireError(Exception):
@@ -243,17 +251,28 @@ class Connection(asyncio.Protocol):
                     return
                 self._chunk_state = 0
             elif state == 0:
-                size_text = line.split(b";", 1)[0].strip(b" \t")
-                if not size_text or len(size_text) > 15 or not _HEX.issuperset(size_text):
-                    self._push_all(pieces)
-                    self._fail(ReplyCut("a chunk size line is not hexadecimal"))
-                    return
-                size = int(size_text, 16)
+                if 0 < len(line) <= 8 and not line.translate(None, _HEX_DIGITS):
+                    size = int(line, 16)
+                else:
+                    size = _extended_size(line)
+                    if size < 0:
+                        self._push_all(pieces)
+                        self._fail(ReplyCut("a chunk size line is not hexadecimal"))
+                        return
                 if size == 0:
                     self._chunk_state = 3
-                else:
-                    self._left = size
-                    self._chunk_state = 1
+                    continue
+                stop = pos + size
+                if stop + 2 <= end:  # the whole chunk and its CRLF in this read: the usual case
+                    if data[stop : stop + 2] != _CRLF:
+                        self._push_all(pieces)
+                        self._fail(ReplyCut("a chunk is longer than its size line said"))
+                        return
+                    pieces.append(data[pos:stop])
+                    pos = stop + 2
+                    continue
+                self._left = size
+                self._chunk_state = 1
             elif not line:  # state 3: the blank line after the trailers
                 if pos < end:
                     self.keep_alive = False
