@@ -80,7 +80,9 @@ class RuntimeOptions:
 def upstream_session(
     credentials: CredentialsRef | None = None, *, force_close: bool = False
 ) -> aiohttp.ClientSession:
-    """The proxy's client: keep-alive, no compression, no timeout on bodies (§9).
+    """The client of the Ollama info routes' fan-out (/api/tags, /api/ps, /api/show):
+    keep-alive, no compression, no timeout on bodies (§9). Inference goes through
+    proxy/pool.UpstreamClient.
 
     No cap on connections: the scheduler's leases already bound what each target gets,
     and a pool cap below that made requests wait for a connection unseen (issue 11:

@@ -299,6 +299,7 @@ class Connection(asyncio.Protocol):
 
     def _finish(self) -> None:
         self.complete = True
+        self._stop_timer()
         self._wake()
 
     def _fail(self, error: WireError) -> None:
@@ -366,18 +367,18 @@ class Connection(asyncio.Protocol):
         loop = self._loop
         waiter = loop.create_future()
         self._waiter = waiter
-        self._timer = loop.call_at(self._last_data_s + self._idle_s, self._check_idle)
+        if self._timer is None:
+            self._timer = loop.call_at(self._last_data_s + self._idle_s, self._check_idle)
         try:
             await waiter
         finally:
-            if self._timer is not None:
-                self._timer.cancel()
-                self._timer = None
             self._waiter = None
 
     def _check_idle(self) -> None:
-        """The idle bound counts from the last byte received, so a timer set when the wait
-        began is moved on, not reset per byte (one timer per wait)."""
+        """The idle bound counts from the last byte received. One timer serves every wait of
+        an exchange: when it fires early it moves on to the last byte's bound, and it ends
+        when nobody waits (a timer per wait cost a create and a cancel per chunk)."""
+        self._timer = None
         waiter = self._waiter
         if waiter is None or waiter.done():
             return
@@ -385,9 +386,13 @@ class Connection(asyncio.Protocol):
         if self._loop.time() < due:
             self._timer = self._loop.call_at(due, self._check_idle)
             return
-        self._timer = None
         self.keep_alive = False
         waiter.set_exception(ReadTimeout(f"nothing from the engine for {self._idle_s:g}s"))
+
+    def _stop_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def reusable(self) -> bool:
         return (
@@ -400,6 +405,7 @@ class Connection(asyncio.Protocol):
 
     def reset(self) -> None:
         """Ready for the next exchange on this connection."""
+        self._stop_timer()
         self.headers = {}
         self._queue.clear()
         self._queued_bytes = 0
@@ -412,6 +418,7 @@ class Connection(asyncio.Protocol):
 
     def close(self) -> None:
         self.keep_alive = False
+        self._stop_timer()
         if self.transport is not None:
             self.transport.abort()
             self.transport = None
