@@ -4,7 +4,11 @@ reused, retried or dropped."""
 from __future__ import annotations
 
 import asyncio
+import shutil
+import ssl
+import subprocess
 from collections.abc import AsyncIterator
+from pathlib import Path
 
 import pytest
 
@@ -175,3 +179,43 @@ async def test_a_refused_connection_is_connect_failed() -> None:
     with pytest.raises(ConnectFailed):
         await client.post("ftp://127.0.0.1:1", "/", b"{}", [], idle_s=5.0)
     await client.close()
+
+
+@pytest.fixture
+def tls(tmp_path: Path) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """(the server's context, a client context that trusts only its self-signed cert)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("no openssl binary to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    argv = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1"]
+    argv += ["-keyout", str(key), "-out", str(cert), "-subj", "/CN=127.0.0.1"]
+    argv += ["-addext", "subjectAltName=IP:127.0.0.1"]
+    subprocess.run(
+        argv,
+        check=True,
+        capture_output=True,
+    )
+    server = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server.load_cert_chain(cert, key)
+    return server, ssl.create_default_context(cafile=str(cert))
+
+
+async def test_an_https_backend_is_verified_and_served(
+    tls: tuple[ssl.SSLContext, ssl.SSLContext],
+) -> None:
+    server_context, trusting = tls
+    engine = Engine()
+    server = await asyncio.get_running_loop().create_server(
+        engine.protocol, "127.0.0.1", 0, ssl=server_context
+    )
+    port = server.sockets[0].getsockname()[1]
+    try:
+        client = UpstreamClient(ssl_context=trusting)
+        assert await post(client, f"https://127.0.0.1:{port}", []) == b"{}"
+        await client.close()
+        with pytest.raises(ConnectFailed):  # the system's CAs don't know this certificate
+            await post(UpstreamClient(), f"https://127.0.0.1:{port}", [])
+    finally:
+        server.close()
+    [(_, request)] = engine.requests
+    assert f"Host: 127.0.0.1:{port}".encode() in request

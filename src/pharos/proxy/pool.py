@@ -109,7 +109,9 @@ class UpstreamClient:
         *,
         connect_s: float = 10.0,
         keepalive_s: float = KEEPALIVE_S,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
+        """`ssl_context`: how https backends are verified (default: the system's CAs)."""
         self._credentials = credentials if credentials is not None else CredentialsRef()
         self._connect_s = connect_s
         self._keepalive_s = keepalive_s
@@ -117,7 +119,7 @@ class UpstreamClient:
         self._origins: dict[str, tuple[Origin, str]] = {}  # url base -> (origin, path prefix)
         self._cred_table: CredentialTable | None = None
         self._cred_cache: dict[str, bytes] = {}
-        self._ssl: ssl.SSLContext | None = None
+        self._ssl = ssl_context
         self._closed = False
 
     async def post(
