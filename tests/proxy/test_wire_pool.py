@@ -219,3 +219,17 @@ async def test_an_https_backend_is_verified_and_served(
         server.close()
     [(_, request)] = engine.requests
     assert f"Host: 127.0.0.1:{port}".encode() in request
+
+
+async def test_header_bytes_outside_ascii_reach_the_engine_as_the_client_sent_them(
+    engine: Engine,
+) -> None:
+    """aiohttp's server decodes header bytes as UTF-8 with surrogateescape: encoded back the
+    same way they round-trip, undecodable bytes included (latin-1 raised on CJK text)."""
+    sent = "中文 é".encode() + b" \xff"
+    value = sent.decode("utf-8", "surrogateescape")
+    client = UpstreamClient()
+    await post(client, base(engine), [("X-Title", value)])
+    await client.close()
+    [(_, request)] = engine.requests
+    assert b"X-Title: " + sent + b"\r\n" in request

@@ -176,7 +176,7 @@ class UpstreamClient:
         if lines is None:
             found = table.for_url(URL(key)) if table else None
             lines = b"".join(
-                f"{name}: {value}\r\n".encode("latin-1")
+                f"{name}: {value}\r\n".encode("utf-8", "surrogateescape")
                 for name, value in (found or {}).items()
                 if not _breaks_line(name) and not _breaks_line(value)
             )
@@ -213,7 +213,7 @@ class UpstreamClient:
         path = target.partition("?")[0]
         credentials = self._credential_lines(origin, path)
         parts.append(f"Content-Length: {len(body)}\r\n")
-        return "".join(parts).encode("latin-1") + credentials + b"\r\n"
+        return "".join(parts).encode("utf-8", "surrogateescape") + credentials + b"\r\n"
 
     # ---- connections --------------------------------------------------------------------
 
