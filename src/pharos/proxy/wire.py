@@ -4,8 +4,8 @@ aiohttp's ClientSession cost ~120-270 µs of CPU per proxied 32 KiB chat more th
 Protocol client (c=1, 10-token streams: ClientRequest, the connector, a client middleware,
 its timers, StreamReader per chunk). This one writes the request in one call and parses
 the reply itself: a status line and headers found with one `find`, bodies by
-Content-Length, chunked, or to the connection's end. Every broken reply is one of four
-errors below, never a parser's traceback; a connection goes back to the pool only when its
+Content-Length, chunked, or to the connection's end. Every broken reply is one of the
+errors in wirehead.py, never a parser's traceback; a connection goes back to the pool only when its
 reply was read to its end and both sides keep it alive.
 """
 
@@ -15,8 +15,32 @@ import asyncio
 from collections import deque
 from typing import cast
 
-MAX_HEAD_BYTES = 64 * 1024
-"""A reply's status line and headers together; aiohttp bounded each line at 8 KiB."""
+from pharos.proxy.wirehead import (
+    CHUNKED,
+    LENGTH,
+    MAX_HEAD_BYTES,
+    NO_BODY,
+    TO_CLOSE,
+    BadReply,
+    ClosedBeforeReply,
+    ConnectFailed,
+    ReadTimeout,
+    ReplyCut,
+    WireError,
+    parse_head,
+)
+
+__all__ = [
+    "MAX_HEAD_BYTES",
+    "BadReply",
+    "ClosedBeforeReply",
+    "ConnectFailed",
+    "Connection",
+    "ReadTimeout",
+    "ReplyCut",
+    "WireError",
+]
+
 MAX_CHUNK_LINE_BYTES = 4096
 MAX_REFUSAL_BYTES = 8 * 1024 * 1024
 """A 5xx or 404 body is read whole to pass it on; past this it is a broken reply."""
@@ -26,7 +50,6 @@ PAUSE_BYTES = 256 * 1024
 _CRLF = b"\r\n"
 _HEAD_END = b"\r\n\r\n"
 _HEX_DIGITS = b"0123456789abcdefABCDEF"
-_LENGTH, _CHUNKED, _TO_CLOSE, _NONE = 0, 1, 2, 3
 
 
 def _extended_size(line: bytes) -> int:
@@ -35,31 +58,6 @@ def _extended_size(line: bytes) -> int:
     if not size_text or len(size_text) > 15 or size_text.translate(None, _HEX_DIGITS):
         return -1
     return int(size_text, 16)
-
-
-class WireError(Exception):
-    """Anything that went wrong on the wire; the message never holds the engine's bytes."""
-
-
-class ConnectFailed(WireError):
-    """The connection could not be opened (refused, unreachable, connect timeout, TLS)."""
-
-
-class ClosedBeforeReply(WireError):
-    """The engine closed the connection before a byte of the reply; on a pooled connection
-    that is usually a keep-alive the engine timed out (llama-server after long requests)."""
-
-
-class BadReply(WireError):
-    """The reply's head is not HTTP/1.x, or past MAX_HEAD_BYTES, or its framing is unknown."""
-
-
-class ReplyCut(WireError):
-    """The body ended early: the connection closed, or its chunk framing broke."""
-
-
-class ReadTimeout(WireError, TimeoutError):
-    """Nothing came from the engine for the idle bound while Pharos waited for it."""
 
 
 class Connection(asyncio.Protocol):
@@ -77,10 +75,10 @@ class Connection(asyncio.Protocol):
         self.status = 0
         self.headers: dict[str, str] = {}
         self.keep_alive = True
-        self._mode = _NONE
-        self._left = 0  # _LENGTH: body bytes to come; _CHUNKED: bytes of the current chunk
+        self._mode = NO_BODY
+        self._left = 0  # LENGTH: body bytes to come; CHUNKED: bytes of the current chunk
         self._chunk_state = 0  # 0: size line, 1: data, 2: CRLF after data, 3: trailers
-        self._pending = b""  # _CHUNKED: an incomplete size line or CRLF
+        self._pending = b""  # CHUNKED: an incomplete size line or CRLF
         self._queue: deque[bytes] = deque()
         self._queued_bytes = 0
         self._paused = False
@@ -105,7 +103,7 @@ class Connection(asyncio.Protocol):
                 self._fail(BadReply("the connection closed inside the reply's head"))
             else:
                 self._fail(ClosedBeforeReply("the connection closed before the reply"))
-        elif self._mode == _TO_CLOSE:
+        elif self._mode == TO_CLOSE:
             self._finish()
         else:
             self._fail(ReplyCut("the connection closed before the reply's end"))
@@ -130,17 +128,19 @@ class Connection(asyncio.Protocol):
             head = bytes(self._head[:end])
             self._head.clear()
             try:
-                self._parse_head(head)
+                parsed = parse_head(head)
             except BadReply as exc:
                 self._fail(exc)
                 return
+            self.status, self.headers = parsed.status, parsed.headers
+            self.keep_alive, self._mode, self._left = parsed.keep_alive, parsed.mode, parsed.length
             if 100 <= self.status < 200:  # an interim reply: the real head follows
                 self._head_done = False
                 if rest:
                     self.data_received(rest)
                 return
             self._head_done = True
-            if self._mode == _NONE or (self._mode == _LENGTH and self._left == 0):
+            if self._mode == NO_BODY or (self._mode == LENGTH and self._left == 0):
                 if rest:
                     self.keep_alive = False
                 self._finish()
@@ -149,9 +149,9 @@ class Connection(asyncio.Protocol):
                 self._wake()
                 return
             data = rest
-        if self._mode == _CHUNKED:
+        if self._mode == CHUNKED:
             self._chunked(data)
-        elif self._mode == _LENGTH:
+        elif self._mode == LENGTH:
             if len(data) >= self._left:
                 if len(data) > self._left:
                     self.keep_alive = False
@@ -166,55 +166,6 @@ class Connection(asyncio.Protocol):
             self._push(data)
 
     # ---- the reply's head ---------------------------------------------------------------
-
-    def _parse_head(self, head: bytes) -> None:
-        text = head.decode("latin-1")
-        lines = text.split("\r\n")
-        status_line = lines[0]
-        version, _, rest = status_line.partition(" ")
-        code = rest[:3]
-        if (
-            version not in ("HTTP/1.1", "HTTP/1.0")
-            or len(code) != 3
-            or not code.isdigit()
-            or rest[3:4] not in ("", " ")
-        ):
-            raise BadReply("the reply's status line is not HTTP/1.x")
-        self.status = int(code)
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, colon, value = line.partition(":")
-            if not colon or not name or name != name.strip() or "\n" in line:
-                raise BadReply("a reply header line is malformed")
-            key = name.lower()
-            value = value.strip(" \t")
-            if key in headers:
-                if key == "content-length" and headers[key] != value:
-                    raise BadReply("the reply has two different Content-Lengths")
-                headers[key] = headers[key] + ", " + value
-            else:
-                headers[key] = value
-        self.headers = headers
-        connection = headers.get("connection", "").lower()
-        self.keep_alive = version == "HTTP/1.1" and "close" not in connection
-        if self.status < 200 or self.status in (204, 304):
-            self._mode = _NONE
-            return
-        encoding = headers.get("transfer-encoding")
-        if encoding is not None:
-            if encoding.lower().replace(" ", "") != "chunked":
-                raise BadReply("the reply's Transfer-Encoding is not chunked")
-            self._mode = _CHUNKED
-            return
-        length = headers.get("content-length")
-        if length is None:
-            self._mode = _TO_CLOSE
-            self.keep_alive = False
-            return
-        if not length.isdigit() or len(length) > 15:
-            raise BadReply("the reply's Content-Length is not a number")
-        self._mode = _LENGTH
-        self._left = int(length)
 
     # ---- chunked bodies -----------------------------------------------------------------
 
@@ -321,7 +272,7 @@ class Connection(asyncio.Protocol):
         self._head_done = False
         self._got_bytes = False
         self.complete = False
-        self._mode = _NONE
+        self._mode = NO_BODY
         self.status = 0
         self._last_data_s = self._loop.time()
         transport = self.transport
