@@ -233,3 +233,19 @@ async def test_header_bytes_outside_ascii_reach_the_engine_as_the_client_sent_th
     await client.close()
     [(_, request)] = engine.requests
     assert b"X-Title: " + sent + b"\r\n" in request
+
+
+async def test_a_reloaded_credentials_table_is_used_from_the_next_request(engine: Engine) -> None:
+    ref = CredentialsRef(CredentialTable({base(engine): {"X-Api-Key": "old"}}))
+    client = UpstreamClient(ref)
+    await post(client, base(engine), [])
+    ref.table = CredentialTable({base(engine): {"X-Api-Key": "new"}})  # what apply_config does
+    await post(client, base(engine), [])
+    ref.table = CredentialTable({})
+    await post(client, base(engine), [])
+    await client.close()
+    keys = [
+        request.split(b"X-Api-Key: ")[1][:3] if b"X-Api-Key" in request else b""
+        for _, request in engine.requests
+    ]
+    assert keys == [b"old", b"new", b""]
