@@ -1,8 +1,8 @@
 """Acquire a lease, forward upstream, stream the reply back through the tap (spec §9).
 
 Retry once on another target, and only before anything was written to the
-client: a refused connection (which ejects the backend), a 5xx, or a 404 on a
-coding-agent route. After the first byte there are no retries; an engine that
+client: a refused connection or a reply that isn't HTTP (both eject the backend), a
+5xx, or a 404 on a coding-agent route. After the first byte there are no retries; an engine that
 dies mid-reply cuts the client's stream, so a truncated reply is never passed
 off as complete.
 """
