@@ -92,7 +92,9 @@ def _total_ir(dump: Path) -> int:
     return int(found.group(1).replace(",", ""))
 
 
-async def callgrind(name: str, requests: int, warmup: int, keep: Path | None) -> None:
+async def callgrind(
+    name: str, requests: int, warmup: int, keep: Path | None, serve_args: list[str]
+) -> None:
     bodies = [chat_body(v, compare.WORKLOADS[0].output_tokens) for v in range(16)]
     with tempfile.TemporaryDirectory() as tmp, compare.fake_engine("0") as fake:
         config, port = _config(Path(tmp), fake.url)
@@ -102,7 +104,7 @@ async def callgrind(name: str, requests: int, warmup: int, keep: Path | None) ->
             argv += [sys.executable, str(HERE / "passthrough.py"), "--port", str(port), fake.url]
         else:
             pharos_bin = str(Path(sys.executable).parent / "pharos")
-            argv += [sys.executable, pharos_bin, "serve", "--config", str(config)]
+            argv += [sys.executable, pharos_bin, "serve", "--config", str(config), *serve_args]
         process = _start(argv, Path(tmp) / "proxy.log")
         proxy = compare.Proxy(name, argv, f"http://127.0.0.1:{port}", "/healthz", process=process)
         try:
@@ -196,11 +198,17 @@ def main() -> int:
     parser.add_argument(
         "--keep", type=Path, help="--callgrind: copy the dumps here (callgrind_annotate them)"
     )
+    parser.add_argument(
+        "--serve-arg",
+        action="append",
+        default=[],
+        help="--callgrind: an argument for `pharos serve`, e.g. --serve-arg=--no-access-log",
+    )
     parser.add_argument("--seconds", type=float, default=15.0, help="--spy: sampled seconds")
     parser.add_argument("--top", type=int, default=40, help="--spy: functions listed")
     args = parser.parse_args()
     if args.callgrind:
-        asyncio.run(callgrind(args.proxy, args.requests, args.warmup, args.keep))
+        asyncio.run(callgrind(args.proxy, args.requests, args.warmup, args.keep, args.serve_arg))
     else:
         asyncio.run(spy(args.spy, args.seconds, args.top))
     return 0

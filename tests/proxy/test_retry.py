@@ -37,7 +37,7 @@ async def test_a_refused_connection_is_retried_on_another_target_and_ejects(
         assert status == 200, reply
     assert {done.backend_url for done in r.done} == {r.urls[1]}
     assert len(spies[1].posted(CHAT)) == 4
-    assert backend_status(r, r.urls[0]) == (False, "connect failed: ClientConnectorError")
+    assert backend_status(r, r.urls[0]) == (False, "connect failed: ConnectFailed")
     refused = [d for d in r.done if ("upstream", "connect_failed") in d.decisions]
     assert len(refused) <= 1  # ejected at the first refusal: later requests never try it
 
@@ -146,7 +146,7 @@ async def test_a_killed_engine_cuts_only_its_stream_without_retry_and_is_ejected
         await first.content.read()
     first.release()
     assert len(spies[survivor].posted(CHAT)) == 1  # no retry after the first byte
-    assert backend_status(r, r.urls[victim]) == (False, "died mid-reply: ClientPayloadError")
+    assert backend_status(r, r.urls[victim]) == (False, "died mid-reply: ReplyCut")
 
     fakes[survivor].release()
     rest = await second.content.read()
@@ -181,4 +181,4 @@ async def test_a_killed_fake_refuses_pooled_connections_too(rig: RigFactory) -> 
     await fakes[0].kill()
     for turn in range(4):
         assert (await r.chat(MODEL, f"turn {turn}"))[0] == 200
-    assert backend_status(r, r.urls[0]) == (False, "connect failed: ClientConnectorError")
+    assert backend_status(r, r.urls[0]) == (False, "connect failed: ConnectFailed")

@@ -55,6 +55,7 @@ from pharos.proxy.credentials import CredentialsRef, CredentialTable, credential
 from pharos.proxy.done import RequestDone
 from pharos.proxy.keys import KeyRing, key_table
 from pharos.proxy.listener import LimitedRunner, ListenerLimits
+from pharos.proxy.pool import UpstreamClient
 from pharos.proxy.request_id import echo_request_ids
 from pharos.sched import DEFAULT_QUEUE_LIMIT, Scheduler
 from pharos.state import BackendSpec, State, StateOptions
@@ -79,7 +80,9 @@ class RuntimeOptions:
 def upstream_session(
     credentials: CredentialsRef | None = None, *, force_close: bool = False
 ) -> aiohttp.ClientSession:
-    """The proxy's client: keep-alive, no compression, no timeout on bodies (§9).
+    """The client of the Ollama info routes' fan-out (/api/tags, /api/ps, /api/show):
+    keep-alive, no compression, no timeout on bodies (§9). Inference goes through
+    proxy/pool.UpstreamClient.
 
     No cap on connections: the scheduler's leases already bound what each target gets,
     and a pool cap below that made requests wait for a connection unseen (issue 11:
@@ -98,13 +101,6 @@ def upstream_session(
 
 new_session = upstream_session
 """The old name, kept for callers outside this package."""
-
-
-def retry_session(credentials: CredentialsRef | None = None) -> aiohttp.ClientSession:
-    """The proxy's second try after a pooled connection was found closed: as
-    upstream_session, but pooling nothing, so the retry can't take another idle connection
-    the engine closed too."""
-    return upstream_session(credentials, force_close=True)
 
 
 def scrape_session(credentials: CredentialsRef | None = None) -> aiohttp.ClientSession:
@@ -157,7 +153,9 @@ class Pharos:
         self.credentials.table = credential_table(config)
         self.session = session if session is not None else upstream_session(self.credentials)
         self.scrape_session = scrape_session(self.credentials)
-        self.retry_session = retry_session(self.credentials)
+        self.upstream = UpstreamClient(self.credentials)
+        """The proxy's upstream client for inference (proxy/pool.py); `session` serves the
+        Ollama info routes' fan-out."""
         self.keyring = KeyRing(key_table(config))
         self.usage = UsageBook(
             self.clock,
@@ -204,7 +202,7 @@ class Pharos:
         self.proxy = Proxy(
             clock=self.clock,
             session=self.session,
-            retry_session=self.retry_session,
+            upstream=self.upstream,
             state=self.state,
             sched=self.sched,
             usage=self.usage,
@@ -270,7 +268,7 @@ class Pharos:
         await self.obs.metrics.loop_lag.stop()
         await self.state.stop()
         await self.scrape_session.close()
-        await self.retry_session.close()
+        await self.upstream.close()
         if self._own_session:
             await self.session.close()
 

@@ -84,8 +84,9 @@ _decoder = msgspec.json.Decoder()
 
 
 def may_carry_usage(line: bytes) -> bool:
-    """Cheap byte check: a line without any of these names cannot carry usage."""
-    return any(marker in line for marker in _MARKERS)
+    """Cheap byte check: a line without any of these names cannot carry usage (four `in`
+    scans spelled out: any() over a generator cost the stream tap ~1 µs a line)."""
+    return b"usage" in line or b"prompt_eval" in line or b"timings" in line or b"eval_count" in line
 
 
 def first_usage_marker(data: bytes) -> int:
@@ -156,7 +157,9 @@ def merge_usage(earlier: Usage | None, later: Usage) -> Usage:
 def _lookup(reply: Mapping[str, Any], path: Path) -> object:
     value: object = reply
     for key in path:
-        if not isinstance(value, Mapping):
+        if type(value) is not dict and not isinstance(
+            value, Mapping
+        ):  # a decoded dict: no ABC check
             return None
         value = value.get(key)
     return value

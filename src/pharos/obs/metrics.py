@@ -57,6 +57,7 @@ DECISIONS: dict[str, tuple[str, ...]] = {
         "ok",
         "error_status",
         "connect_failed",
+        "bad_reply",
         "busy_retried",
         "error_retried",
         "died_mid_reply",

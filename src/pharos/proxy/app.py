@@ -29,6 +29,7 @@ from pharos.proxy.errors import (
 from pharos.proxy.forward import Exchange, Forwarder
 from pharos.proxy.keys import KeyRing
 from pharos.proxy.parse import ask_for_usage, parse_request
+from pharos.proxy.pool import UpstreamClient
 from pharos.proxy.request_id import request_id_of
 from pharos.proxy.upstream import Route
 from pharos.sched import Scheduler
@@ -122,7 +123,7 @@ class Proxy:
         *,
         clock: Clock,
         session: aiohttp.ClientSession,
-        retry_session: aiohttp.ClientSession,
+        upstream: UpstreamClient,
         state: State,
         sched: Scheduler,
         usage: UsageBook | None,
@@ -143,8 +144,7 @@ class Proxy:
         self.inflight_streams = 0
         self._forwarder = Forwarder(
             clock=clock,
-            session=session,
-            retry_session=retry_session,
+            upstream=upstream,
             state=state,
             sched=sched,
             rng=random.Random(options.seed),

@@ -1,8 +1,8 @@
 """Acquire a lease, forward upstream, stream the reply back through the tap (spec §9).
 
 Retry once on another target, and only before anything was written to the
-client: a refused connection (which ejects the backend), a 5xx, or a 404 on a
-coding-agent route. After the first byte there are no retries; an engine that
+client: a refused connection or a reply that isn't HTTP (both eject the backend), a
+5xx, or a 404 on a coding-agent route. After the first byte there are no retries; an engine that
 dies mid-reply cuts the client's stream, so a truncated reply is never passed
 off as complete.
 """
@@ -25,6 +25,7 @@ from pharos.proxy.auth import KeyEntry
 from pharos.proxy.done import RequestRecord
 from pharos.proxy.errors import ClientError, model_not_found, queue_full, unavailable
 from pharos.proxy.parse import ParsedRequest, rename_model
+from pharos.proxy.pool import Reply, UpstreamClient
 from pharos.proxy.rename import ReplyRename
 from pharos.proxy.tap import StreamTap
 from pharos.proxy.upstream import (
@@ -37,15 +38,13 @@ from pharos.proxy.upstream import (
     UpstreamIdle,
     cut_client,
     forward_headers,
-    is_idle_timeout,
     no_usage,
     not_on_ollama,
-    post_upstream,
     refusal_message,
     upstream_idle,
-    upstream_timeout,
     waited_in_vain,
 )
+from pharos.proxy.wire import BadReply, ReadTimeout, ReplyCut, WireError
 from pharos.sched import (
     Feedback,
     Lease,
@@ -90,8 +89,7 @@ class Forwarder:
         self,
         *,
         clock: Clock,
-        session: aiohttp.ClientSession,
-        retry_session: aiohttp.ClientSession,
+        upstream: UpstreamClient,
         state: State,
         sched: Scheduler,
         rng: random.Random,
@@ -99,13 +97,12 @@ class Forwarder:
         idle_timeout_s: float = 600.0,
     ) -> None:
         self._clock = clock
-        self._session = session
-        self._retry_session = retry_session
+        self._upstream = upstream
         self._state = state
         self._sched = sched
         self._rng = rng
         self._meter = meter
-        self._upstream_timeout = upstream_timeout(idle_timeout_s)
+        self._idle_s = idle_timeout_s
 
     def _excluded_for(self, route: Route, model: str) -> set[int]:
         """/api/* goes to Ollama backends only: a model no Ollama lists is a 404 there."""
@@ -205,30 +202,34 @@ class Forwarder:
             if target.served_model == target.model
             else rename_model(ex.body, target.served_model)
         )
-        url = target.backend_url.rstrip("/") + ex.request.path_qs
         sent_s = self._clock.now()
         try:
-            upstream = await post_upstream(
-                self._session,
-                url,
-                data=out_body,
-                headers=forward_headers(ex.request),
-                bounds=self._upstream_timeout,
-                retry_session=self._retry_session,
+            upstream = await self._upstream.post(
+                target.backend_url,
+                ex.request.path_qs,
+                out_body,
+                forward_headers(ex.request),
+                idle_s=self._idle_s,
             )
-        except aiohttp.SocketTimeoutError:
+        except ReadTimeout:
             lease.release(NO_REPLY)  # the engine may still be working on it: no retry, no eject
-            raise upstream_idle(self._upstream_timeout) from None
-        except (aiohttp.ClientConnectionError, TimeoutError, OSError) as exc:
+            raise upstream_idle(self._idle_s) from None
+        except WireError as exc:  # refused, closed before the reply, or no HTTP reply
             self._connect_failed(ex, lease, exc)
             return None
 
         status = upstream.status
         if not (status >= 500 or (status == 404 and ex.route.coding_agent)):
-            return await self._stream(ex, upstream, lease, sent_s)
+            try:
+                first = upstream.read_nowait()  # what came with the engine's head
+            except WireError as exc:  # its body broke in the head's read: nothing sent yet
+                upstream.close()
+                self._connect_failed(ex, lease, exc)
+                return None
+            return await self._stream(ex, upstream, lease, sent_s, first)
         try:
             refused_body = await upstream.read()
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+        except WireError as exc:
             upstream.close()
             self._connect_failed(ex, lease, exc)
             return None
@@ -246,23 +247,27 @@ class Forwarder:
         return Refusal(
             status,
             refused_body,
-            upstream.headers.get("Content-Type", "application/json"),
+            upstream.headers.get("content-type", "application/json"),
             target.backend_url,
         )
 
-    def _connect_failed(self, ex: Exchange, lease: Lease, exc: BaseException) -> None:
-        """A refused or broken connection before any reply: eject, and retry elsewhere."""
-        self._state.eject(lease.target.backend_url, f"connect failed: {type(exc).__name__}")
+    def _connect_failed(self, ex: Exchange, lease: Lease, exc: WireError) -> None:
+        """A refused or broken connection, or a reply that isn't HTTP, before anything reached
+        the client: eject, and retry elsewhere (a broken head was a Pharos 500 with a
+        traceback under aiohttp)."""
+        bad = isinstance(exc, BadReply | ReplyCut)
+        what = "bad reply" if bad else "connect failed"
+        self._state.eject(lease.target.backend_url, f"{what}: {type(exc).__name__}")
         lease.release(NO_REPLY)
-        ex.record.decide("upstream", "connect_failed")
+        ex.record.decide("upstream", "bad_reply" if bad else "connect_failed")
 
     async def _stream(
-        self, ex: Exchange, upstream: aiohttp.ClientResponse, lease: Lease, sent_s: float
+        self, ex: Exchange, upstream: Reply, lease: Lease, sent_s: float, first: bytes
     ) -> web.StreamResponse:
         target, record = lease.target, ex.record
         status = upstream.status
         response = ReplyHead(status=status)
-        content_type = upstream.headers.get("Content-Type")
+        content_type = upstream.headers.get("content-type")
         if content_type is not None:
             response.headers["Content-Type"] = content_type
         rename = (
@@ -276,20 +281,19 @@ class Forwarder:
         try:
             await response.prepare(ex.request)
             try:
-                first = upstream.content.read_nowait()  # what came with the engine's head
                 if first:
                     ttft_s = self._clock.now() - sent_s
                     first = tap.feed(first)
                 await response.write(first)  # our head with it in one write, or alone now
-                async for chunk in upstream.content.iter_any():
+                while chunk := await upstream.next_chunk():
                     if ttft_s is None:
                         ttft_s = self._clock.now() - sent_s
                     out = tap.feed(chunk)
                     if out:
                         await response.write(out)
-            except (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, TimeoutError) as exc:
-                if is_idle_timeout(exc):
-                    raise UpstreamIdle from exc
+            except ReadTimeout as exc:
+                raise UpstreamIdle from exc
+            except WireError as exc:
                 raise UpstreamDied(type(exc).__name__) from exc
             rest, usage = tap.finish()
             if rest:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-import aiohttp
 import msgspec
 from aiohttp import web
 
@@ -67,45 +66,6 @@ class UpstreamIdle(Exception):
     """The engine sent nothing for limits.upstream_idle after the reply had started."""
 
 
-def upstream_timeout(idle_s: float) -> aiohttp.ClientTimeout:
-    """No overall bound (a long generation is fine), but a bound on each silent gap: the
-    wait for the reply's headers and every gap between body chunks (limits.upstream_idle)."""
-    return aiohttp.ClientTimeout(total=None, sock_connect=10.0, sock_read=idle_s)
-
-
-async def post_upstream(
-    session: aiohttp.ClientSession,
-    url: str,
-    *,
-    data: bytes,
-    headers: dict[str, str],
-    bounds: aiohttp.ClientTimeout,
-    retry_session: aiohttp.ClientSession,
-) -> aiohttp.ClientResponse:
-    """POST until the reply's headers, once more when the connection closed before any byte
-    came back (ServerDisconnectedError).
-
-    llama-server closes keep-alive connections after long requests, and a request sent on the
-    pooled connection it closed fails so: taken for a refused connection, it ejected a live
-    backend. The second try goes out on `retry_session`, which pools nothing, so it is a new
-    connection: on `session` it took the next idle one, closed as well after a burst (the
-    pool held two, and the request got a 503, once in CI). A refused connect
-    (ClientConnectorError) or a second disconnect is raised to the caller."""
-    try:
-        return await session.post(url, data=data, headers=headers, timeout=bounds)
-    except aiohttp.ServerDisconnectedError:
-        pass
-    return await retry_session.post(url, data=data, headers=headers, timeout=bounds)
-
-
-def is_idle_timeout(exc: BaseException) -> bool:
-    """aiohttp raises a read timeout as SocketTimeoutError, sometimes wrapped in a payload
-    error; a connect timeout is not one."""
-    return isinstance(exc, aiohttp.SocketTimeoutError) or isinstance(
-        exc.__cause__, aiohttp.SocketTimeoutError
-    )
-
-
 def waited_in_vain(failure: NeverFits | QueueTimeout) -> ClientError:
     """503 with the scheduler's reason: the queue bound passed, or the model fits no host."""
     never = isinstance(failure, NeverFits)
@@ -119,10 +79,10 @@ def waited_in_vain(failure: NeverFits | QueueTimeout) -> ClientError:
     )
 
 
-def upstream_idle(timeout: aiohttp.ClientTimeout) -> ClientError:
+def upstream_idle(idle_s: float) -> ClientError:
     return ClientError(
         504,
-        f"The backend sent nothing for {timeout.sock_read:g}s (limits.upstream_idle).",
+        f"The backend sent nothing for {idle_s:g}s (limits.upstream_idle).",
         "server_error",
         "upstream_timeout",
         None,
@@ -130,9 +90,9 @@ def upstream_idle(timeout: aiohttp.ClientTimeout) -> ClientError:
     )
 
 
-def forward_headers(request: web.Request) -> dict[str, str]:
+def forward_headers(request: web.Request) -> list[tuple[str, str]]:
     """The client's headers minus hop-by-hop ones, its Authorization and Accept-Encoding."""
-    return {k: v for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS}
+    return [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS]
 
 
 def refusal_message(body: bytes) -> str:
