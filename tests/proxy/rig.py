@@ -69,6 +69,27 @@ def add_middleware(fake: FakeEngine, middleware: Middleware) -> None:
     fake.app = app  # type: ignore[method-assign]
 
 
+PostAnswer = Callable[[web.Request], Awaitable[web.StreamResponse | None]]
+"""Answers one POST the fake was sent, or None to let the fake's own route answer it."""
+
+
+def answer_posts(fake: FakeEngine, answer: PostAnswer) -> None:
+    """Every POST the fake is sent goes to `answer` first; GETs (the scraper's) and a POST it
+    answers with None reach the fake's routes."""
+
+    @web.middleware
+    async def middleware(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> web.StreamResponse:
+        if request.method == "POST":
+            response = await answer(request)
+            if response is not None:
+                return response
+        return await handler(request)
+
+    add_middleware(fake, middleware)
+
+
 class Interceptor:
     """Sees every body a fake is sent and, when `refuse_with` is set, answers POSTs itself
     (an engine that refuses with a 5xx, or lacks a route)."""
@@ -76,21 +97,14 @@ class Interceptor:
     def __init__(self, fake: FakeEngine) -> None:
         self.bodies: list[tuple[str, bytes]] = []
         self.refuse_with: tuple[int, bytes] | None = None
-        add_middleware(fake, self._middleware)
+        answer_posts(fake, self._post)
 
-    @web.middleware
-    async def _middleware(
-        self,
-        request: web.Request,
-        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
-    ) -> web.StreamResponse:
-        if request.method != "POST":
-            return await handler(request)
+    async def _post(self, request: web.Request) -> web.StreamResponse | None:
         self.bodies.append((request.path, await request.read()))
         if self.refuse_with is not None:
             status, body = self.refuse_with
             return web.Response(status=status, body=body, content_type="application/json")
-        return await handler(request)
+        return None
 
     def posted(self, path: str) -> list[bytes]:
         return [body for seen, body in self.bodies if seen == path]

@@ -9,7 +9,6 @@ answers its head at once and its first event after a long prefill).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from unittest import mock
 
 import pytest
@@ -19,7 +18,7 @@ from aiohttp.test_utils import make_mocked_request
 
 from pharos.fakeengine import FakeVLLM, no_sleep
 from pharos.proxy.upstream import ReplyHead
-from tests.proxy.rig import Backend, RigFactory, add_middleware
+from tests.proxy.rig import Backend, RigFactory, answer_posts
 
 MODEL = "qwen2.5-0.5b"
 FIRST_EVENT = b'data: {"choices":[{"index":0,"delta":{"content":"hi"}}]}\n\n'
@@ -91,16 +90,9 @@ class SlowFirstEvent:
     def __init__(self, fake: FakeVLLM, early: bytes) -> None:
         self.go = asyncio.Event()
         self.early = early
-        add_middleware(fake, self._middleware)
+        answer_posts(fake, self._post)
 
-    @web.middleware
-    async def _middleware(
-        self,
-        request: web.Request,
-        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
-    ) -> web.StreamResponse:
-        if request.method != "POST":
-            return await handler(request)
+    async def _post(self, request: web.Request) -> web.StreamResponse | None:
         await request.read()
         response = web.StreamResponse(status=200, headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)  # aiohttp: the head goes out alone, now

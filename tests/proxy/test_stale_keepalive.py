@@ -10,12 +10,11 @@ reuses a connection the server closed while it sat idle in the pool).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
 from pharos.fakeengine import FakeLlamaCpp, no_sleep
-from tests.proxy.rig import Backend, RigFactory, add_middleware
+from tests.proxy.rig import Backend, RigFactory, answer_posts
 
 MODEL = "qwen2.5-0.5b"
 
@@ -30,16 +29,9 @@ class ClosesReusedConnections:
         self.closed = 0
         self.posts = 0
         self.drop_all = False
-        add_middleware(fake, self._middleware)
+        answer_posts(fake, self._post)
 
-    @web.middleware
-    async def _middleware(
-        self,
-        request: web.Request,
-        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
-    ) -> web.StreamResponse:
-        if request.method != "POST":
-            return await handler(request)
+    async def _post(self, request: web.Request) -> web.StreamResponse | None:
         self.posts += 1
         transport = request.transport
         assert transport is not None
@@ -48,7 +40,7 @@ class ClosesReusedConnections:
             transport.abort()  # no status line, nothing: the connection is just gone
             raise web.HTTPServiceUnavailable()  # never written: the socket is closed
         self.seen.add(transport)
-        return await handler(request)
+        return None
 
 
 async def test_a_request_on_a_stale_pooled_connection_is_retried_on_the_same_backend(

@@ -3,12 +3,10 @@ upstream client (proxy/pool.py)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-
 from aiohttp import web
 
 from pharos.fakeengine import FakeVLLM, no_sleep
-from tests.proxy.rig import Backend, RigFactory, add_middleware
+from tests.proxy.rig import Backend, RigFactory, answer_posts
 
 MODEL = "qwen2.5-0.5b"
 
@@ -18,17 +16,10 @@ class Headers:
 
     def __init__(self, fake: FakeVLLM) -> None:
         self.seen: list[dict[str, str]] = []
-        add_middleware(fake, self._middleware)
+        answer_posts(fake, self._post)
 
-    @web.middleware
-    async def _middleware(
-        self,
-        request: web.Request,
-        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
-    ) -> web.StreamResponse:
-        if request.method == "POST":
-            self.seen.append(dict(request.headers))
-        return await handler(request)
+    async def _post(self, request: web.Request) -> None:
+        self.seen.append(dict(request.headers))
 
 
 async def test_a_header_in_any_script_reaches_the_engine_and_hop_headers_do_not(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import aiohttp
@@ -22,7 +21,7 @@ from aiohttp import web
 
 from pharos.config import Duration, Limits
 from pharos.fakeengine import FakeLlamaCpp, no_sleep
-from tests.proxy.rig import Backend, RigFactory, add_middleware
+from tests.proxy.rig import Backend, RigFactory, answer_posts
 
 MODEL = "qwen2.5-0.5b"
 CHAT = "/v1/chat/completions"
@@ -59,16 +58,9 @@ class Hostile:
         self.case = case
         self.posts = 0
         self.stalled = asyncio.Event()
-        add_middleware(fake, self._middleware)
+        answer_posts(fake, self._post)
 
-    @web.middleware
-    async def _middleware(
-        self,
-        request: web.Request,
-        handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
-    ) -> web.StreamResponse:
-        if request.method != "POST":
-            return await handler(request)
+    async def _post(self, request: web.Request) -> web.StreamResponse | None:
         await request.read()
         self.posts += 1
         transport = request.transport
