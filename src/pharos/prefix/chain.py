@@ -8,8 +8,11 @@ processes, instances and restarts.
 
 String content is hashed as its decoded text (UTF-8 bytes of the str), so a
 client escaping non-ASCII as \\uXXXX and one sending raw UTF-8 get the same
-chain. Content that is not a string (a list of parts) is hashed as the raw JSON
-bytes the client sent.
+chain. Content that is not a string (a list of parts) is hashed as JSON bytes:
+msgspec's compact re-encoding of a decoded value (what proxy/parse.py passes),
+or the raw bytes when given raw JSON. `chain_for_messages` gives parse's links
+from raw JSON contents (msgspec.Raw), a string unescaped in C and anything else
+decoded first: proxy/parse.py's fast path.
 
 `cum_bytes` counts text the engine caches for certain: the tools (their JSON, once:
 they sit in h0, so any matched link matched past them), decoded string content, and
