@@ -232,3 +232,14 @@ def test_a_pure_python_process_parses_a_chat_to_the_same_chain() -> None:
         str(here.prompt_tokens),
         f"{list(here.chain.hashes)}\n",
     ]
+
+
+# nesting depth of one content | what both paths give
+@pytest.mark.parametrize("depth", [500, 5000, 100_000])  # a chain, then "nests too deeply" twice
+def test_a_deeply_nested_content_parses_or_fails_the_same_raw_and_strict(
+    depth: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    nested = b"[" * depth + b"]" * depth
+    body = b'{"model":"m","messages":[{"role":"user","content":' + nested + b"}]}"
+    raw, strict = _both(body, "chat", monkeypatch)
+    assert raw == strict
