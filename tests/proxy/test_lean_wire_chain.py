@@ -34,7 +34,7 @@ def _python_chain(body: bytes) -> Chain:
 
 
 # the body's messages (and system)                           | ensure_ascii
-BODIES = {
+BODIES: dict[str, tuple[dict[str, object], bool]] = {
     "parts and nulls among raw strings": (
         {
             "messages": [
