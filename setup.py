@@ -83,7 +83,8 @@ NATIVE = [
     Extension("pharos.prefix._indexc", ["src/pharos/prefix/_indexc.c"], optional=True),
 ]
 """Plain C, no mypyc: the chat chain's links (prefix/_chainc.c; prefix/chain.py falls back to its
-Python loop without it). 194-message 32 KiB chat: ~170-250 -> ~35 µs. The prefix index's per-link
+Python loop without it). 194-message 32 KiB chat: ~170-250 -> ~35 µs. Its message_links reads
+proxy/parse.py's message Structs with raw JSON contents (without it parse decodes them strictly). The prefix index's per-link
 loops (prefix/_indexc.c; prefix/links.py is the fallback)."""
 
 

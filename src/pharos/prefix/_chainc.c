@@ -14,10 +14,21 @@
      prefixes: {role: role field + text tag} of the usual roles; covered: text bytes so far.
    None when any message is not a str content under a role in `prefixes`, or its text is not
    strict UTF-8 (a lone surrogate): the caller then runs the Python loop for the whole chain.
+
+   message_links(previous, messages, prefixes, covered, other) -> (hashes, cum_bytes) | None
+     The same links from the decoded message Structs themselves (proxy/parse.py's, read through
+     their `role` and `content` member slots) or (role, content) tuples, where a content may be
+     the raw JSON of a string (a buffer starting with a quote: msgspec.Raw), unescaped here into
+     the hashed bytes. Any other message goes to `other(role, content)`, which returns the bytes
+     hashed after the previous digest and the text bytes they cover, or None. None when a message
+     is neither (the caller then decodes the body the strict way).
+     Why: msgspec decoding every content into a str cost ~2.5x the raw decode on a 32 KiB chat
+     (87 vs 34 us), and building the (role, content) pairs in Python ~8 us more.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <dlfcn.h>
+#include <structmember.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -204,9 +215,368 @@ fail:
     return NULL;
 }
 
+
+/* Ensures `*buffer` holds `need` bytes. */
+static int reserve(unsigned char **buffer, size_t *capacity, size_t need) {
+    if (need <= *capacity) {
+        return 0;
+    }
+    size_t grown = need > 2 * *capacity ? need : 2 * *capacity;
+    unsigned char *bigger = PyMem_Realloc(*buffer, grown);
+    if (bigger == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *buffer = bigger;
+    *capacity = grown;
+    return 0;
+}
+
+static signed char hex_digits[256];
+
+static void init_hex_digits(void) {
+    memset(hex_digits, -1, sizeof(hex_digits));
+    for (int i = 0; i < 10; i++) {
+        hex_digits['0' + i] = (signed char)i;
+    }
+    for (int i = 0; i < 6; i++) {
+        hex_digits['a' + i] = (signed char)(10 + i);
+        hex_digits['A' + i] = (signed char)(10 + i);
+    }
+}
+
+static long hex4(const unsigned char *in) {
+    int a = hex_digits[in[0]], b = hex_digits[in[1]], c = hex_digits[in[2]], d = hex_digits[in[3]];
+    if ((a | b | c | d) < 0) {
+        return -1;
+    }
+    return ((long)a << 12) | ((long)b << 8) | ((long)c << 4) | (long)d;
+}
+
+static size_t put_utf8(unsigned char *out, long code) {
+    if (code < 0x80) {
+        out[0] = (unsigned char)code;
+        return 1;
+    }
+    if (code < 0x800) {
+        out[0] = (unsigned char)(0xC0 | (code >> 6));
+        out[1] = (unsigned char)(0x80 | (code & 0x3F));
+        return 2;
+    }
+    if (code < 0x10000) {
+        out[0] = (unsigned char)(0xE0 | (code >> 12));
+        out[1] = (unsigned char)(0x80 | ((code >> 6) & 0x3F));
+        out[2] = (unsigned char)(0x80 | (code & 0x3F));
+        return 3;
+    }
+    out[0] = (unsigned char)(0xF0 | (code >> 18));
+    out[1] = (unsigned char)(0x80 | ((code >> 12) & 0x3F));
+    out[2] = (unsigned char)(0x80 | ((code >> 6) & 0x3F));
+    out[3] = (unsigned char)(0x80 | (code & 0x3F));
+    return 4;
+}
+
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+
+/* The first backslash in [at, end), or end. Eight bytes a step (a zero-byte test of x ^ '\\'):
+   a byte loop cost ~4 instructions a byte, memchr a call per escape, and escapes come in runs
+   (\u0440\u0438) a few bytes apart. */
+static const unsigned char *find_backslash(const unsigned char *at, const unsigned char *end) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    while (end - at >= 8) {
+        uint64_t chunk;
+        memcpy(&chunk, at, 8);
+        uint64_t x = chunk ^ (ONES * '\\');
+        uint64_t found = (x - ONES) & ~x & HIGHS; /* the lowest flag is a real one */
+        if (found != 0) {
+            return at + __builtin_ctzll(found) / 8;
+        }
+        at += 8;
+    }
+#endif
+    while (at < end && *at != '\\') {
+        at++;
+    }
+    return at;
+}
+
+/* The text of the JSON string in[0..len) (its quotes included) into out, as msgspec decodes it
+   and Python encodes it to UTF-8; its length, or -1 for what msgspec refuses to decode alone (a
+   lone surrogate escape, a bad escape, no closing quote). The string is one msgspec accepted
+   (a Raw of the body it decoded: valid UTF-8, no raw control bytes), so only escapes are read:
+   memchr finds each backslash, and the runs between them are copied whole. */
+static Py_ssize_t unescape_json_string(const unsigned char *in, size_t len, unsigned char *out) {
+    if (len < 2 || in[0] != '"' || in[len - 1] != '"') {
+        return -1;
+    }
+    const unsigned char *at = in + 1;
+    const unsigned char *end = in + len - 1; /* the closing quote */
+    unsigned char *start = out;
+    while (at < end) {
+        if (*at != '\\') {
+            const unsigned char *slash = find_backslash(at, end);
+            size_t run = (size_t)(slash - at);
+            memcpy(out, at, run);
+            out += run;
+            at = slash;
+            if (at == end) {
+                break;
+            }
+        }
+        if (at + 1 >= end) {
+            return -1; /* the closing quote is escaped: the string never ends */
+        }
+        unsigned char e = at[1];
+        at += 2;
+        switch (e) {
+        case '"':
+        case '\\':
+        case '/':
+            *out++ = e;
+            continue;
+        case 'b':
+            *out++ = '\b';
+            continue;
+        case 'f':
+            *out++ = '\f';
+            continue;
+        case 'n':
+            *out++ = '\n';
+            continue;
+        case 'r':
+            *out++ = '\r';
+            continue;
+        case 't':
+            *out++ = '\t';
+            continue;
+        case 'u':
+            break;
+        default:
+            return -1;
+        }
+        if (end - at < 4) {
+            return -1;
+        }
+        long code = hex4(at);
+        at += 4;
+        if (code < 0 || (code >= 0xDC00 && code <= 0xDFFF)) {
+            return -1;
+        }
+        if (code >= 0xD800 && code <= 0xDBFF) {
+            if (end - at < 6 || at[0] != '\\' || at[1] != 'u') {
+                return -1;
+            }
+            long low = hex4(at + 2);
+            if (low < 0xDC00 || low > 0xDFFF) {
+                return -1;
+            }
+            at += 6;
+            code = 0x10000 + ((code - 0xD800) << 10) + (low - 0xDC00);
+        }
+        out += put_utf8(out, code);
+    }
+    return (Py_ssize_t)(out - start);
+}
+
+static PyObject *role_name = NULL;
+static PyObject *content_name = NULL;
+
+/* The offset of a member slot holding an object (a msgspec Struct field, a __slots__ entry). */
+static Py_ssize_t member_offset(PyTypeObject *type, PyObject *name) {
+    PyObject *descr = _PyType_Lookup(type, name);
+    if (descr == NULL || !Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        return -1;
+    }
+    PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+    return member->type == T_OBJECT_EX || member->type == T_OBJECT ? member->offset : -1;
+}
+
+static PyObject *message_links(PyObject *self, PyObject *args) {
+    (void)self;
+    const char *previous;
+    Py_ssize_t previous_len;
+    PyObject *messages;
+    PyObject *prefixes;
+    Py_ssize_t covered;
+    PyObject *other;
+    if (!PyArg_ParseTuple(args, "y#OO!nO", &previous, &previous_len, &messages, &PyDict_Type,
+                          &prefixes, &covered, &other)) {
+        return NULL;
+    }
+    if (previous_len != 32) {
+        PyErr_SetString(PyExc_ValueError, "previous must be a 32-byte digest");
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(messages, "messages must be a sequence");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t count = PySequence_Fast_GET_SIZE(seq);
+    PyObject **items = PySequence_Fast_ITEMS(seq);
+    PyObject *hashes = PyTuple_New(count);
+    PyObject *cum_bytes = PyTuple_New(count);
+    unsigned char *buffer = NULL;
+    size_t capacity = 0;
+    unsigned char digest[32];
+    memcpy(digest, previous, 32);
+    int fallback = 0;
+    PyTypeObject *struct_type = NULL;
+    Py_ssize_t role_offset = -1, content_offset = -1;
+    if (hashes == NULL || cum_bytes == NULL) {
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < count && !fallback; i++) {
+        PyObject *item = items[i];
+        PyObject *role;
+        PyObject *content;
+        if (PyTuple_CheckExact(item)) {
+            if (PyTuple_GET_SIZE(item) != 2) {
+                fallback = 1;
+                break;
+            }
+            role = PyTuple_GET_ITEM(item, 0);
+            content = PyTuple_GET_ITEM(item, 1);
+        } else {
+            if (Py_TYPE(item) != struct_type) {
+                struct_type = Py_TYPE(item);
+                role_offset = member_offset(struct_type, role_name);
+                content_offset = member_offset(struct_type, content_name);
+            }
+            if (role_offset < 0 || content_offset < 0) {
+                fallback = 1;
+                break;
+            }
+            role = *(PyObject **)((char *)item + role_offset);
+            content = *(PyObject **)((char *)item + content_offset);
+            if (role == NULL || content == NULL) {
+                fallback = 1;
+                break;
+            }
+        }
+        PyObject *prefix = NULL;
+        if (PyUnicode_CheckExact(role)) {
+            prefix = PyDict_GetItemWithError(prefixes, role);
+            if (prefix == NULL && PyErr_Occurred()) {
+                goto fail;
+            }
+            if (prefix != NULL && !PyBytes_CheckExact(prefix)) {
+                prefix = NULL;
+            }
+        }
+        Py_ssize_t data_len = -1;
+        if (prefix != NULL && PyUnicode_CheckExact(content)) {
+            const char *data = PyUnicode_AsUTF8AndSize(content, &data_len);
+            if (data == NULL) {
+                if (!PyErr_ExceptionMatches(PyExc_UnicodeEncodeError)) {
+                    goto fail;
+                }
+                PyErr_Clear();
+                data_len = -1;  /* a lone surrogate: `other` hashes it as the Python loop does */
+            } else {
+                Py_ssize_t prefix_len = PyBytes_GET_SIZE(prefix);
+                size_t head = 32 + (size_t)prefix_len + 8;
+                if (reserve(&buffer, &capacity, head + (size_t)data_len) < 0) {
+                    goto fail;
+                }
+                memcpy(buffer + 32, PyBytes_AS_STRING(prefix), (size_t)prefix_len);
+                put_u64_be(buffer + 32 + prefix_len, (uint64_t)data_len);
+                memcpy(buffer + head, data, (size_t)data_len);
+                memcpy(buffer, digest, 32);
+                sha256(buffer, head + (size_t)data_len, digest);
+                covered += data_len;
+            }
+        } else if (prefix != NULL && PyObject_CheckBuffer(content)) {
+            Py_buffer view;
+            if (PyObject_GetBuffer(content, &view, PyBUF_SIMPLE) < 0) {
+                goto fail;
+            }
+            const unsigned char *raw = view.buf;
+            if (view.len >= 2 && raw[0] == '"') {
+                Py_ssize_t prefix_len = PyBytes_GET_SIZE(prefix);
+                size_t head = 32 + (size_t)prefix_len + 8;
+                if (reserve(&buffer, &capacity, head + (size_t)view.len) < 0) {
+                    PyBuffer_Release(&view);
+                    goto fail;
+                }
+                data_len = unescape_json_string(raw, (size_t)view.len, buffer + head);
+                if (data_len >= 0) {
+                    memcpy(buffer + 32, PyBytes_AS_STRING(prefix), (size_t)prefix_len);
+                    put_u64_be(buffer + 32 + prefix_len, (uint64_t)data_len);
+                    memcpy(buffer, digest, 32);
+                    sha256(buffer, head + (size_t)data_len, digest);
+                    covered += data_len;
+                }
+            }
+            PyBuffer_Release(&view);
+        }
+        if (data_len < 0) {
+            if (other == Py_None) {
+                fallback = 1;
+                break;
+            }
+            PyObject *tail = PyObject_CallFunctionObjArgs(other, role, content, NULL);
+            if (tail == NULL) {
+                goto fail;
+            }
+            if (tail == Py_None) {
+                Py_DECREF(tail);
+                fallback = 1;
+                break;
+            }
+            if (!PyTuple_CheckExact(tail) || PyTuple_GET_SIZE(tail) != 2 ||
+                !PyBytes_CheckExact(PyTuple_GET_ITEM(tail, 0)) ||
+                !PyLong_CheckExact(PyTuple_GET_ITEM(tail, 1))) {
+                Py_DECREF(tail);
+                PyErr_SetString(PyExc_TypeError, "other must return (bytes, int) or None");
+                goto fail;
+            }
+            PyObject *tail_bytes = PyTuple_GET_ITEM(tail, 0);
+            Py_ssize_t text_bytes = PyLong_AsSsize_t(PyTuple_GET_ITEM(tail, 1));
+            size_t tail_len = (size_t)PyBytes_GET_SIZE(tail_bytes);
+            if ((text_bytes == -1 && PyErr_Occurred()) ||
+                reserve(&buffer, &capacity, 32 + tail_len) < 0) {
+                Py_DECREF(tail);
+                goto fail;
+            }
+            memcpy(buffer, digest, 32);
+            memcpy(buffer + 32, PyBytes_AS_STRING(tail_bytes), tail_len);
+            Py_DECREF(tail);
+            sha256(buffer, 32 + tail_len, digest);
+            covered += text_bytes;
+        }
+        PyObject *link = PyLong_FromUnsignedLongLong(get_u64_be(digest));
+        if (link == NULL) {
+            goto fail;
+        }
+        PyTuple_SET_ITEM(hashes, i, link);
+        PyObject *so_far = PyLong_FromSsize_t(covered);
+        if (so_far == NULL) {
+            goto fail;
+        }
+        PyTuple_SET_ITEM(cum_bytes, i, so_far);
+    }
+    PyMem_Free(buffer);
+    Py_DECREF(seq);
+    if (fallback) {
+        Py_DECREF(hashes);
+        Py_DECREF(cum_bytes);
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(NN)", hashes, cum_bytes);
+fail:
+    PyMem_Free(buffer);
+    Py_DECREF(seq);
+    Py_XDECREF(hashes);
+    Py_XDECREF(cum_bytes);
+    return NULL;
+}
+
 static PyMethodDef methods[] = {
     {"chat_links", chat_links, METH_VARARGS,
      "(hashes, cum_bytes) of a chat's links, or None for the Python loop"},
+    {"message_links", message_links, METH_VARARGS,
+     "(hashes, cum_bytes) of a chat's links from its message Structs, or None"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -219,6 +589,12 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC PyInit__chainc(void) {
     if (load_sha256() != 0) {
         PyErr_SetString(PyExc_ImportError, "no libcrypto with SHA256 to load");
+        return NULL;
+    }
+    init_hex_digits();
+    role_name = PyUnicode_InternFromString("role");
+    content_name = PyUnicode_InternFromString("content");
+    if (role_name == NULL || content_name == NULL) {
         return NULL;
     }
     return PyModule_Create(&module);

@@ -8,8 +8,11 @@ processes, instances and restarts.
 
 String content is hashed as its decoded text (UTF-8 bytes of the str), so a
 client escaping non-ASCII as \\uXXXX and one sending raw UTF-8 get the same
-chain. Content that is not a string (a list of parts) is hashed as the raw JSON
-bytes the client sent.
+chain. Content that is not a string (a list of parts) is hashed as JSON bytes:
+msgspec's compact re-encoding of a decoded value (what proxy/parse.py passes),
+or the raw bytes when given raw JSON. `chain_for_messages` gives parse's links
+from raw JSON contents (msgspec.Raw), a string unescaped in C and anything else
+decoded first: proxy/parse.py's fast path.
 
 `cum_bytes` counts text the engine caches for certain: the tools (their JSON, once:
 they sit in h0, so any matched link matched past them), decoded string content, and
@@ -198,6 +201,48 @@ def chain_for_chat(
 Links = tuple[tuple[int, ...], tuple[int, ...]]
 """(hashes, cum_bytes) of a chat's messages."""
 
+_any_decoder = msgspec.json.Decoder()
+
+
+def _other_link(role: object, content: object) -> tuple[bytes, int] | None:
+    """What message_links hashes after the previous digest for a message it doesn't read itself
+    (a part list, a null, an unusual role), and the text bytes it covers: python_links' bytes for
+    the content as msgspec decodes it. A role that is not a string counts as no role."""
+    role_text = role if isinstance(role, str) else ""
+    if isinstance(content, msgspec.Raw):
+        try:
+            content = _any_decoder.decode(content)
+        except msgspec.DecodeError:
+            return None
+    if type(content) is str:
+        data = _utf8(content)
+        return _role_field(role_text) + _TAG_TEXT + _pack_u64(len(data)) + data, len(data)
+    tag, data, text_bytes = _content(content)
+    return _role_field(role_text) + tag + _pack_u64(len(data)) + data, text_bytes
+
+
+def chain_for_messages(
+    model: str, tools: bytes | msgspec.Raw | None, messages: Sequence[object]
+) -> Chain | None:
+    """chain_for_chat's chain, read by the C build from the decoded messages themselves: objects
+    with `role` (any JSON value) and `content` (msgspec.Raw of the field, or decoded), or
+    (role, content) pairs. A raw JSON string content is hashed as its decoded text, anything
+    else as chain_for_chat hashes the value msgspec decodes from it.
+
+    None without the C build or when a content doesn't decode: the caller then decodes the
+    contents itself and calls chain_for_chat (parse.py's strict path)."""
+    if not messages:
+        return EMPTY_CHAIN
+    if _native_messages is None:
+        return None
+    tools_bytes = None if tools is None else bytes(tools)
+    previous = _root(_KIND_CHAT, model, tools_bytes)
+    tools_text_bytes = _tools_text_bytes(tools_bytes)
+    links = _native_messages(
+        previous, messages, _KNOWN_TEXT_PREFIXES, tools_text_bytes, _other_link
+    )
+    return None if links is None else Chain(links[0], links[1], tools_text_bytes)
+
 
 def python_links(previous: bytes, messages: Sequence[tuple[str, object]], covered: int) -> Links:
     """The links after h0 = `previous`; `covered`: the text bytes h0 holds (the tools)."""
@@ -222,6 +267,10 @@ def python_links(previous: bytes, messages: Sequence[tuple[str, object]], covere
 
 
 NativeLinks = Callable[[bytes, Sequence[tuple[str, object]], dict[str, bytes], int], Links | None]
+OtherLink = Callable[[object, object], tuple[bytes, int] | None]
+NativeMessageLinks = Callable[
+    [bytes, Sequence[object], dict[str, bytes], int, OtherLink | None], Links | None
+]
 
 PURE_ENV = "PHAROS_PURE_PYTHON"
 """As in policy/_load.py: 1 runs the Python source of everything compiled (the tests run both)."""
@@ -255,6 +304,52 @@ def _load_native() -> tuple[NativeLinks | None, str]:
 
 
 _native_links, NATIVE_REASON = _load_native()
+
+
+class _SelfCheckMessage(msgspec.Struct):
+    role: object = ""
+    content: msgspec.Raw = msgspec.Raw(b"null")
+
+
+_SELF_CHECK_RAW = [
+    b'"Be brief."',
+    b'"R\\u00e9sum\\u00e9 \\u2014 \\u8bf7 \\"q\\" \\\\ \\/ \\b\\f\\n\\r\\t \\ud83d\\ude00"',
+    '"Résumé — 请翻译, raw UTF-8 and long enough for the 8-byte steps"'.encode(),
+    b'[{"type": "text", "text": "part"}, {"type": "image_url"}]',
+    b"null",
+    b'"' + b"x" * 3000 + b'"',
+]
+
+
+def _load_native_messages() -> NativeMessageLinks | None:
+    """message_links, used only when it gives python_links' links over msgspec's decode of a
+    sample (escapes, raw UTF-8, parts, null, an odd role), like chat_links above."""
+    if _native_links is None:
+        return None
+    module = importlib.import_module("pharos.prefix._chainc")
+    native = cast(NativeMessageLinks | None, getattr(module, "message_links", None))
+    if native is None:
+        return None
+    roles: list[object] = ["system", "user", "assistant", "odd-role", 7, "tool"]
+    messages = [
+        _SelfCheckMessage(role, msgspec.Raw(raw))
+        for role, raw in zip(roles, _SELF_CHECK_RAW, strict=True)
+    ]
+    pairs = [
+        (role if isinstance(role, str) else "", _any_decoder.decode(raw))
+        for role, raw in zip(roles, _SELF_CHECK_RAW, strict=True)
+    ]
+    previous = _root(_KIND_CHAT, "self-check", None)
+    if native(previous, messages, _KNOWN_TEXT_PREFIXES, 7, _other_link) != python_links(
+        previous, pairs, 7
+    ):
+        return None
+    return native
+
+
+_native_messages = _load_native_messages()
+MESSAGE_LINKS = _native_messages is not None
+"""chain_for_messages can chain a chat (the C build's message_links loaded and agreeing)."""
 IMPLEMENTATION = "c" if _native_links is not None else "python"
 """Which computes a chat's links: the C build (~35 µs on a 194-message 32 KiB chat against the
 Python loop's ~170-250 µs, one process, side by side) or the Python loop."""

@@ -12,6 +12,7 @@ from typing import Any
 import msgspec
 
 from pharos.prefix import Chain, chain_for_chat, chain_for_prompt
+from pharos.prefix.chain import MESSAGE_LINKS, chain_for_messages
 from pharos.proxy.errors import bad_request
 
 BYTES_PER_TOKEN = 4
@@ -53,7 +54,16 @@ class _DecodedBody(_Body):
     system: Any = None
 
 
+class _RawChatBody(_DecodedBody):
+    """The chat shape read by the C chain (prefix/_chainc.c message_links): contents left raw.
+    32 KiB, 194 messages: decoded 87 µs, raw 34 µs (msgspec, one process, side by side)."""
+
+    messages: list[_Message] | None = None  # type: ignore[assignment]
+
+
 _DECODED_BODY_DECODER = msgspec.json.Decoder(_DecodedBody)
+_RAW_CHAT_DECODER = msgspec.json.Decoder(_RawChatBody)
+_CHAT_ROUTES = ("chat", "messages")
 _STR_DECODER = msgspec.json.Decoder(str)
 
 
@@ -139,14 +149,35 @@ TOO_DEEP = "The request body nests JSON arrays or objects too deeply."
 
 
 def _parse(body: bytes, route: str, stream_default: bool) -> ParsedRequest:
+    if MESSAGE_LINKS and route in _CHAT_ROUTES:
+        try:
+            raw_chat = _RAW_CHAT_DECODER.decode(body)
+        except (msgspec.DecodeError, msgspec.ValidationError):
+            pass  # the strict decode below says what is wrong, as it always did
+        else:
+            parsed = _parsed(raw_chat, route, stream_default, raw_contents=True)
+            if parsed is not None:
+                return parsed
     try:
         decoded = _decode(body)
     except msgspec.ValidationError as exc:
         raise bad_request(f"Invalid request body: {exc}") from None
     except msgspec.DecodeError as exc:
         raise bad_request(f"The request body is not valid JSON: {exc}") from None
+    parsed = _parsed(decoded, route, stream_default, raw_contents=False)
+    assert parsed is not None
+    return parsed
 
+
+def _parsed(
+    decoded: _Body, route: str, stream_default: bool, *, raw_contents: bool
+) -> ParsedRequest | None:
+    """`raw_contents`: a _RawChatBody, chained by the C build from its raw contents. None when
+    that can't be (a content msgspec won't decode alone) or the body is refused: the strict
+    decode then says what it always said, in the order it always did."""
     model = decoded.model
+    if raw_contents and (not isinstance(model, str) or model == ""):
+        return None
     if model is None or model == "":
         raise bad_request("You must provide a model parameter.", code="missing_model")
     if not isinstance(model, str):
@@ -161,21 +192,30 @@ def _parse(body: bytes, route: str, stream_default: bool) -> ParsedRequest:
     tools = raw_tools if raw_tools != b"null" else None
     control = False
     chain: Chain | None
-    if route in ("chat", "messages"):
-        messages = decoded.messages or ()
-        # Contents go to the chain as decoded by msgspec (str, a list of parts, or raw JSON on
-        # the fallback path); the chain counts their text bytes for the token estimate.
-        pairs: list[tuple[str, object]] = []
+    if route in _CHAT_ROUTES:
         system = decoded.system
-        if system is not None and not (
+        has_system = system is not None and not (
             isinstance(system, msgspec.Raw) and bytes(system) == b"null"
-        ):
-            pairs.append(("system", system))
-        for message in messages:
-            role = message.role if isinstance(message.role, str) else ""
-            pairs.append((role, message.content))
-        control = not pairs
-        chain = chain_for_chat(model, tools, pairs) if pairs else None
+        )
+        if raw_contents:
+            messages: list[Any] = decoded.messages or []
+            if has_system:
+                messages = [("system", system), *messages]
+            control = not messages
+            chain = chain_for_messages(model, tools, messages) if messages else None
+            if messages and chain is None:
+                return None
+        else:
+            # Contents go to the chain as decoded by msgspec (str, a list of parts, or raw JSON
+            # on the fallback path); the chain counts their text bytes for the token estimate.
+            pairs: list[tuple[str, object]] = []
+            if has_system:
+                pairs.append(("system", system))
+            for message in decoded.messages or ():
+                role = message.role if isinstance(message.role, str) else ""
+                pairs.append((role, message.content))
+            control = not pairs
+            chain = chain_for_chat(model, tools, pairs) if pairs else None
         text_bytes = chain.cum_bytes[-1] if chain is not None and chain.cum_bytes else 0
     elif route in ("completion", "generate"):
         prompt = _text(decoded.prompt)
