@@ -102,6 +102,32 @@ static uint64_t get_u64_be(const unsigned char *in) {
     return value;
 }
 
+/* Stores link i: the digest's first 8 bytes as the hash, and the bytes covered so far. */
+static int put_link(PyObject *hashes, PyObject *cum_bytes, Py_ssize_t i,
+                    const unsigned char *digest, Py_ssize_t covered) {
+    PyObject *link = PyLong_FromUnsignedLongLong(get_u64_be(digest));
+    if (link == NULL) {
+        return -1;
+    }
+    PyTuple_SET_ITEM(hashes, i, link);
+    PyObject *so_far = PyLong_FromSsize_t(covered);
+    if (so_far == NULL) {
+        return -1;
+    }
+    PyTuple_SET_ITEM(cum_bytes, i, so_far);
+    return 0;
+}
+
+/* (hashes, cum_bytes), stealing both; None (the Python loop's turn) when `fallback`. */
+static PyObject *finish_links(PyObject *hashes, PyObject *cum_bytes, int fallback) {
+    if (fallback) {
+        Py_DECREF(hashes);
+        Py_DECREF(cum_bytes);
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(NN)", hashes, cum_bytes);
+}
+
 static PyObject *chat_links(PyObject *self, PyObject *args) {
     (void)self;
     const char *previous;
@@ -188,25 +214,13 @@ static PyObject *chat_links(PyObject *self, PyObject *args) {
         memcpy(at, data, (size_t)data_len);
         sha256(buffer, need, digest);
         covered += data_len;
-        PyObject *link = PyLong_FromUnsignedLongLong(get_u64_be(digest));
-        if (link == NULL) {
+        if (put_link(hashes, cum_bytes, i, digest, covered) < 0) {
             goto fail;
         }
-        PyTuple_SET_ITEM(hashes, i, link);
-        PyObject *so_far = PyLong_FromSsize_t(covered);
-        if (so_far == NULL) {
-            goto fail;
-        }
-        PyTuple_SET_ITEM(cum_bytes, i, so_far);
     }
     PyMem_Free(buffer);
     Py_DECREF(seq);
-    if (fallback) {
-        Py_DECREF(hashes);
-        Py_DECREF(cum_bytes);
-        Py_RETURN_NONE;
-    }
-    return Py_BuildValue("(NN)", hashes, cum_bytes);
+    return finish_links(hashes, cum_bytes, fallback);
 fail:
     PyMem_Free(buffer);
     Py_DECREF(seq);
@@ -545,25 +559,13 @@ static PyObject *message_links(PyObject *self, PyObject *args) {
             sha256(buffer, 32 + tail_len, digest);
             covered += text_bytes;
         }
-        PyObject *link = PyLong_FromUnsignedLongLong(get_u64_be(digest));
-        if (link == NULL) {
+        if (put_link(hashes, cum_bytes, i, digest, covered) < 0) {
             goto fail;
         }
-        PyTuple_SET_ITEM(hashes, i, link);
-        PyObject *so_far = PyLong_FromSsize_t(covered);
-        if (so_far == NULL) {
-            goto fail;
-        }
-        PyTuple_SET_ITEM(cum_bytes, i, so_far);
     }
     PyMem_Free(buffer);
     Py_DECREF(seq);
-    if (fallback) {
-        Py_DECREF(hashes);
-        Py_DECREF(cum_bytes);
-        Py_RETURN_NONE;
-    }
-    return Py_BuildValue("(NN)", hashes, cum_bytes);
+    return finish_links(hashes, cum_bytes, fallback);
 fail:
     PyMem_Free(buffer);
     Py_DECREF(seq);
