@@ -14,19 +14,35 @@ import pytest
 from pharos.fakeengine import FakeLlamaCpp, no_sleep
 from pharos.prefix import Chain
 from pharos.prefix.chain import _KIND_CHAT, _root, python_links
-from tests.proxy.rig import Backend, RigFactory
+from tests.proxy.rig import Backend, Rig, RigFactory
 
 MODEL = "qwen2.5-0.5b"  # what the llama.cpp fake serves
 
 
-def _python_chain(messages: list[dict[str, str]]) -> Chain:
-    """The chain the Python loop gives the messages as msgspec decodes them, as the proxy does.
-    (A lone surrogate, which the C links leave to Python, is tested in tests/prefix: the fake
-    engine answers it with a 500.)"""
-    decoded = msgspec.json.decode(json.dumps({"messages": messages}).encode())
-    pairs = [(m["role"], m["content"]) for m in decoded["messages"]]
+def python_chain(body: bytes) -> Chain:
+    """The chain the Python loop gives a chat body's messages (and system) as msgspec decodes
+    them, as the proxy does. (A lone surrogate, which the C links leave to Python, is tested in
+    tests/prefix: the fake engine answers it with a 500.)"""
+    decoded = msgspec.json.decode(body)
+    pairs: list[tuple[str, object]] = []
+    if decoded.get("system") is not None:
+        pairs.append(("system", decoded["system"]))
+    for message in decoded["messages"]:
+        role = message.get("role", "")
+        pairs.append((role if isinstance(role, str) else "", message.get("content")))
     hashes, cum_bytes = python_links(_root(_KIND_CHAT, MODEL, None), pairs, 0)
     return Chain(hashes, cum_bytes)
+
+
+async def assert_recorded_whole(r: Rig, expected: Chain) -> None:
+    """After one reply, the index holds every link of `expected` on the model's one target."""
+    await r.until_done(1)
+    (view,) = r.views(MODEL)
+    matches = r.pharos.prefix.lookup(
+        expected, lambda tid: view.generation if tid == view.target_id else None
+    )
+    assert view.target_id in matches, "not one link of the Python chain was recorded"
+    assert matches[view.target_id].matched_bytes == expected.cum_bytes[-1]  # every link
 
 
 # the conversation                                   | what it stresses in the C links
@@ -60,11 +76,4 @@ async def test_a_hostile_chat_over_http_is_recorded_under_the_python_loops_chain
     messages = CHATS[name]
     status, reply = await r.chat(MODEL, "", messages=messages, max_tokens=4)
     assert status == 200, reply
-    await r.until_done(1)
-    (view,) = r.views(MODEL)
-    expected = _python_chain(messages)
-    matches = r.pharos.prefix.lookup(
-        expected, lambda tid: view.generation if tid == view.target_id else None
-    )
-    assert view.target_id in matches, "not one link of the Python chain was recorded"
-    assert matches[view.target_id].matched_bytes == expected.cum_bytes[-1]  # every link
+    await assert_recorded_whole(r, python_chain(json.dumps({"messages": messages}).encode()))

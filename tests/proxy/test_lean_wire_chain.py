@@ -9,29 +9,13 @@ from __future__ import annotations
 import json
 import os
 
-import msgspec
 import pytest
 
 from pharos.fakeengine import FakeLlamaCpp, no_sleep
-from pharos.prefix import Chain, chain
-from pharos.prefix.chain import _KIND_CHAT, _root, python_links
+from pharos.prefix import chain
 from tests.prefix.native import native_module
 from tests.proxy.rig import Backend, RigFactory
-
-MODEL = "qwen2.5-0.5b"  # what the llama.cpp fake serves
-
-
-def _python_chain(body: bytes) -> Chain:
-    decoded = msgspec.json.decode(body)
-    pairs: list[tuple[str, object]] = []
-    if decoded.get("system") is not None:
-        pairs.append(("system", decoded["system"]))
-    for message in decoded["messages"]:
-        role = message.get("role", "")
-        pairs.append((role if isinstance(role, str) else "", message.get("content")))
-    hashes, cum_bytes = python_links(_root(_KIND_CHAT, MODEL, None), pairs, 0)
-    return Chain(hashes, cum_bytes)
-
+from tests.proxy.test_chain_on_the_wire import MODEL, assert_recorded_whole, python_chain
 
 # the body's messages (and system)                           | ensure_ascii
 BODIES: dict[str, tuple[dict[str, object], bool]] = {
@@ -79,11 +63,4 @@ async def test_a_raw_contents_chat_over_http_is_recorded_under_the_python_loops_
         "/v1/chat/completions", None, data=body, headers={"Content-Type": "application/json"}
     )
     assert status == 200, reply
-    await r.until_done(1)
-    (view,) = r.views(MODEL)
-    expected = _python_chain(body)
-    matches = r.pharos.prefix.lookup(
-        expected, lambda tid: view.generation if tid == view.target_id else None
-    )
-    assert view.target_id in matches, "not one link of the Python chain was recorded"
-    assert matches[view.target_id].matched_bytes == expected.cum_bytes[-1]  # every link
+    await assert_recorded_whole(r, python_chain(body))
