@@ -43,7 +43,7 @@ from pharos.config.credentials import upstream_headers
 from pharos.config.reload import restart_needed
 from pharos.discovery import BackendSources, backend_specs, open_log_feed
 from pharos.discovery.combine import DOCKER, STATIC
-from pharos.obs.access import access_log
+from pharos.obs.access import AccessLog
 from pharos.obs.service import Observability
 from pharos.peer.restore import Shared
 from pharos.peer.table import PeerTable
@@ -56,7 +56,7 @@ from pharos.proxy.done import RequestDone
 from pharos.proxy.keys import KeyRing, key_table
 from pharos.proxy.listener import LimitedRunner, ListenerLimits
 from pharos.proxy.pool import UpstreamClient
-from pharos.proxy.request_id import echo_request_ids
+from pharos.proxy.request_id import RequestIds, echo_request_ids
 from pharos.sched import DEFAULT_QUEUE_LIMIT, Scheduler
 from pharos.state import BackendSpec, State, StateOptions
 from pharos.usage import UsageBook
@@ -157,6 +157,8 @@ class Pharos:
         """The proxy's upstream client for inference (proxy/pool.py); `session` serves the
         Ollama info routes' fan-out."""
         self.keyring = KeyRing(key_table(config))
+        self.request_ids = RequestIds()
+        self.access = AccessLog(self.request_ids)
         self.usage = UsageBook(
             self.clock,
             cast(zoneinfo.ZoneInfo, usage_zone(config.usage)),
@@ -209,6 +211,7 @@ class Pharos:
             keys=self.keyring,
             flags=self.flags,
             on_done=self._request_done,
+            request_ids=self.request_ids,
             options=dataclasses.replace(
                 self.options.proxy,
                 body_read_s=config.limits.client_body.seconds,
@@ -217,10 +220,10 @@ class Pharos:
         )
         self.body_budget = BodyBudget(config.limits.bodies_in_flight_mb * BYTES_PER_MB)
         self.app = web.Application(
-            middlewares=[access_log, json_errors, self.body_budget.middleware],
+            middlewares=[self.access.middleware, json_errors, self.body_budget.middleware],
             client_max_size=self.options.proxy.max_body_bytes + 1024,
         )
-        echo_request_ids(self.app)
+        echo_request_ids(self.app, self.request_ids)
         self.obs.add_routes(self.app)
         self.proxy.add_routes(self.app)
 
@@ -265,6 +268,7 @@ class Pharos:
         return self.state.ready
 
     async def stop(self) -> None:
+        self.access.flush()
         await self.obs.metrics.loop_lag.stop()
         await self.state.stop()
         await self.scrape_session.close()

@@ -30,7 +30,7 @@ from pharos.proxy.forward import Exchange, Forwarder
 from pharos.proxy.keys import KeyRing
 from pharos.proxy.parse import ask_for_usage, parse_request
 from pharos.proxy.pool import UpstreamClient
-from pharos.proxy.request_id import request_id_of
+from pharos.proxy.request_id import RequestIds, request_id_of
 from pharos.proxy.upstream import Route
 from pharos.sched import Scheduler
 from pharos.state import State
@@ -131,8 +131,10 @@ class Proxy:
         flags: Flags,
         on_done: Callable[[RequestDone], None],
         options: ProxyOptions,
+        request_ids: RequestIds | None = None,
     ) -> None:
         self.clock = clock
+        self._request_ids = request_ids
         self.session = session
         self.state = state
         self.sched = sched
@@ -268,7 +270,7 @@ class Proxy:
         record = RequestRecord(
             route=route.name,
             started_s=self.clock.now(),
-            request_id=request_id_of(request),
+            request_id=request_id_of(request, self._request_ids),
         )
         status = 500
         self.inflight_streams += 1
