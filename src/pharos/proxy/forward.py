@@ -284,21 +284,27 @@ class Forwarder:
                 if first:
                     ttft_s = self._clock.now() - sent_s
                     first = tap.feed(first)
-                await response.write(first)  # our head with it in one write, or alone now
-                while chunk := await upstream.next_chunk():
-                    if ttft_s is None:
-                        ttft_s = self._clock.now() - sent_s
-                    out = tap.feed(chunk)
-                    if out:
-                        await response.write(out)
+                last = first
+                if not upstream.ended():
+                    await response.write(first)  # our head with it in one write, or alone now
+                    last = b""
+                    while chunk := await upstream.next_chunk():
+                        if ttft_s is None:
+                            ttft_s = self._clock.now() - sent_s
+                        out = tap.feed(chunk)
+                        if upstream.ended():
+                            last = out
+                            break
+                        if out:
+                            await response.write(out)
             except ReadTimeout as exc:
                 raise UpstreamIdle from exc
             except WireError as exc:
                 raise UpstreamDied(type(exc).__name__) from exc
             rest, usage = tap.finish()
-            if rest:
-                await response.write(rest)
-            await response.write_eof()
+            # The engine's last read goes out with the stream's end in one write (with the
+            # head too when the whole reply came in one read): a write and a syscall fewer.
+            await response.write_eof(last + rest)
         except UpstreamIdle:
             upstream.close()
             lease.release(no_usage(status, ttft_s, self._clock.now() - sent_s))

@@ -75,6 +75,10 @@ class Reply:
     def read_nowait(self) -> bytes:
         return self._conn.take()
 
+    def ended(self) -> bool:
+        """Every byte of the body was read: the last read needs no next_chunk after it."""
+        return self._conn.ended()
+
     async def next_chunk(self) -> bytes:
         """The next bytes of the body, b"" at its end (ReplyCut, ReadTimeout)."""
         return await self._conn.next_chunk()

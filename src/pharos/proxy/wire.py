@@ -302,6 +302,10 @@ class Connection(asyncio.Protocol):
             self.transport.resume_reading()
         return data
 
+    def ended(self) -> bool:
+        """The reply arrived whole and every byte of its body was taken."""
+        return self.complete and not self._queue
+
     async def next_chunk(self) -> bytes:
         """The next body bytes, b"" at the reply's end; raises ReplyCut or ReadTimeout."""
         while True:
