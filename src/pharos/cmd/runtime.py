@@ -48,7 +48,7 @@ from pharos.obs.service import Observability
 from pharos.peer.restore import Shared
 from pharos.peer.table import PeerTable
 from pharos.prefix import PrefixIndex, Source
-from pharos.proxy.app import Flags, Proxy, ProxyOptions, json_errors
+from pharos.proxy.app import Flags, Proxy, ProxyOptions, api_error_for
 from pharos.proxy.auth import KeyTable
 from pharos.proxy.bodies import BYTES_PER_MB, BodyBudget
 from pharos.proxy.credentials import CredentialsRef, CredentialTable, credentials_middleware
@@ -158,7 +158,6 @@ class Pharos:
         Ollama info routes' fan-out."""
         self.keyring = KeyRing(key_table(config))
         self.request_ids = RequestIds()
-        self.access = AccessLog(self.request_ids)
         self.usage = UsageBook(
             self.clock,
             cast(zoneinfo.ZoneInfo, usage_zone(config.usage)),
@@ -219,8 +218,11 @@ class Pharos:
             ),
         )
         self.body_budget = BodyBudget(config.limits.bodies_in_flight_mb * BYTES_PER_MB)
+        self.access = AccessLog(
+            self.request_ids, budget=self.body_budget, api_errors=api_error_for
+        )  # the access line, the body budget and the API's 404/405 in one middleware
         self.app = web.Application(
-            middlewares=[self.access.middleware, json_errors, self.body_budget.middleware],
+            middlewares=[self.access.middleware],
             client_max_size=self.options.proxy.max_body_bytes + 1024,
         )
         echo_request_ids(self.app, self.request_ids)

@@ -20,6 +20,7 @@ from typing import TextIO, cast
 from aiohttp import web
 
 from pharos.obs.logfmt import LineFormatter, field, seconds
+from pharos.proxy.bodies import BodyBudget
 from pharos.proxy.done import RequestDone
 from pharos.proxy.request_id import RequestIds, request_id_of
 
@@ -31,6 +32,8 @@ _MAX_CLIENT_CHARS = 200
 """Path and model come from the client: one line stays short whatever it sends."""
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+ApiErrors = Callable[[web.Request, web.HTTPException], web.StreamResponse | None]
+"""An HTTPException as the API's error reply, or None to raise it on (proxy.app)."""
 
 
 @dataclass(slots=True)
@@ -91,10 +94,17 @@ class AccessLog:
         self,
         ids: RequestIds | None = None,
         *,
+        budget: BodyBudget | None = None,
+        api_errors: ApiErrors | None = None,
         wall_s: Callable[[], float] = time.time,
         max_held_lines: int = 256,
     ) -> None:
+        """`budget`, `api_errors`: the proxy's body budget and its 404/405 pages, run in this
+        one layer (three middlewares were three coroutine layers a request, plus aiohttp's
+        own per-app one each middleware chain brings)."""
         self._ids = ids
+        self._budget = budget
+        self._api_errors = api_errors
         self._wall_s = wall_s
         self._max_held = max_held_lines
         self._held: list[str] = []
@@ -102,36 +112,43 @@ class AccessLog:
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path in QUIET_PATHS or not log.isEnabledFor(logging.INFO):
-            return await handler(request)
+        hold = None if self._budget is None else self._budget.hold(request)
+        logged = request.path not in QUIET_PATHS and log.isEnabledFor(logging.INFO)
         started = time.monotonic()
         slot = _Slot()
-        token = _current.set(slot)
+        token = _current.set(slot) if logged else None
         status = 500
         try:
             response = await handler(request)
             status = response.status
             return response
         except web.HTTPException as exc:
-            status = exc.status
-            raise
+            answer = None if self._api_errors is None else self._api_errors(request, exc)
+            if answer is None:
+                status = exc.status
+                raise
+            status = answer.status
+            return answer
         except asyncio.CancelledError:
             status = CLIENT_LEFT_STATUS
             raise
         finally:
-            _current.reset(token)
-            if slot.done is not None:
-                status = slot.done.status
-            self.write(
-                access_line(
-                    request.method,
-                    request.path,
-                    status,
-                    time.monotonic() - started,
-                    request_id_of(request, self._ids),
-                    slot.done,
+            if hold is not None:
+                hold.release()
+            if token is not None:
+                _current.reset(token)
+                if slot.done is not None:
+                    status = slot.done.status
+                self.write(
+                    access_line(
+                        request.method,
+                        request.path,
+                        status,
+                        time.monotonic() - started,
+                        request_id_of(request, self._ids),
+                        slot.done,
+                    )
                 )
-            )
 
     def write(self, message: str) -> None:
         """One access line at info level, as `log.info(message)` would write it."""
