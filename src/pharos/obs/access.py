@@ -109,6 +109,7 @@ class AccessLog:
         self._max_held = max_held_lines
         self._held: list[str] = []
         self._held_for: logging.StreamHandler[TextIO] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -164,10 +165,18 @@ class AccessLog:
         held = self._held
         if not held:
             self._held_for = plain
-            asyncio.get_running_loop().call_soon(self.flush)
+            self._flush_soon()
         held.append(text + plain.terminator)
         if len(held) >= self._max_held:
             self.flush()
+
+    def _flush_soon(self) -> None:
+        """flush() once this loop turn ends. The loop is kept: asyncio.get_running_loop() is
+        a getpid syscall a call in CPython; a closed one (a test's earlier loop) is replaced."""
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            loop = self._loop = asyncio.get_running_loop()
+        loop.call_soon(self.flush)
 
     def flush(self) -> None:
         """Write the held lines in one write (a no-op when none are held)."""
