@@ -107,9 +107,9 @@ async def test_a_filter_or_another_format_takes_the_logging_path() -> None:
         access.write("filtered")
         assert seen == ["filtered"]  # the filter saw a real record
         handler.removeFilter(keep)
-        handler.setFormatter(LineFormatter("%(asctime)s %(process)d %(message)s"))
-        access.write("with a pid")
-    assert re.search(r" \d+ with a pid\n$", stream.getvalue())
+        handler.setFormatter(LineFormatter("%(asctime)s %(levelno)d %(message)s"))
+        access.write("with a level number")
+    assert stream.getvalue().endswith(" 20 with a level number\n")
 
 
 async def test_lines_held_for_one_handler_go_there_before_a_new_setup_takes_over() -> None:
