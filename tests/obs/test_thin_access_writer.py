@@ -167,3 +167,30 @@ async def test_a_real_serve_under_concurrency_writes_one_whole_line_per_request(
         assert found is not None, line
         logged.append(found.group(1))
     assert sorted(logged) == sorted(ids) and len(set(ids)) == requests
+
+
+class BrokenStream(io.StringIO):
+    """stderr gone (a closed pipe): every write fails."""
+
+    def write(self, _text: str) -> int:
+        raise BrokenPipeError("stderr is gone")
+
+
+async def test_a_broken_stream_loses_its_lines_and_never_raises_into_the_request(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with plain_root() as stream:
+        handler = logging.getLogger().handlers[0]
+        assert isinstance(handler, logging.StreamHandler)
+        handler.setStream(BrokenStream())
+        access = AccessLog(wall_s=lambda: WALL_S, max_held_lines=2)
+        for n in range(5):
+            access.write(f"lost {n}")  # the second fills the bound: a flush inside write()
+        await asyncio.sleep(0)  # and the turn's flush
+        handler.setStream(stream)  # stderr back: lines flow again
+        access.write("back")
+        await asyncio.sleep(0)
+    assert stream.getvalue().endswith("logger=pharos.access back\n")
+    assert "lost" not in stream.getvalue()
+    report = capsys.readouterr().err  # logging's error report, as StreamHandler.emit's
+    assert not any(f"lost {n}" in report for n in range(5))  # names no line's text
