@@ -43,12 +43,12 @@ from pharos.config.credentials import upstream_headers
 from pharos.config.reload import restart_needed
 from pharos.discovery import BackendSources, backend_specs, open_log_feed
 from pharos.discovery.combine import DOCKER, STATIC
-from pharos.obs.access import access_log
+from pharos.obs.access import AccessLog
 from pharos.obs.service import Observability
 from pharos.peer.restore import Shared
 from pharos.peer.table import PeerTable
 from pharos.prefix import PrefixIndex, Source
-from pharos.proxy.app import Flags, Proxy, ProxyOptions, json_errors
+from pharos.proxy.app import Flags, Proxy, ProxyOptions, api_error_for
 from pharos.proxy.auth import KeyTable
 from pharos.proxy.bodies import BYTES_PER_MB, BodyBudget
 from pharos.proxy.credentials import CredentialsRef, CredentialTable, credentials_middleware
@@ -56,7 +56,7 @@ from pharos.proxy.done import RequestDone
 from pharos.proxy.keys import KeyRing, key_table
 from pharos.proxy.listener import LimitedRunner, ListenerLimits
 from pharos.proxy.pool import UpstreamClient
-from pharos.proxy.request_id import echo_request_ids
+from pharos.proxy.request_id import RequestIds, echo_request_ids
 from pharos.sched import DEFAULT_QUEUE_LIMIT, Scheduler
 from pharos.state import BackendSpec, State, StateOptions
 from pharos.usage import UsageBook
@@ -157,6 +157,7 @@ class Pharos:
         """The proxy's upstream client for inference (proxy/pool.py); `session` serves the
         Ollama info routes' fan-out."""
         self.keyring = KeyRing(key_table(config))
+        self.request_ids = RequestIds()
         self.usage = UsageBook(
             self.clock,
             cast(zoneinfo.ZoneInfo, usage_zone(config.usage)),
@@ -209,6 +210,7 @@ class Pharos:
             keys=self.keyring,
             flags=self.flags,
             on_done=self._request_done,
+            request_ids=self.request_ids,
             options=dataclasses.replace(
                 self.options.proxy,
                 body_read_s=config.limits.client_body.seconds,
@@ -216,11 +218,14 @@ class Pharos:
             ),
         )
         self.body_budget = BodyBudget(config.limits.bodies_in_flight_mb * BYTES_PER_MB)
+        self.access = AccessLog(
+            self.request_ids, budget=self.body_budget, api_errors=api_error_for
+        )  # the access line, the body budget and the API's 404/405 in one middleware
         self.app = web.Application(
-            middlewares=[access_log, json_errors, self.body_budget.middleware],
+            middlewares=[self.access.middleware],
             client_max_size=self.options.proxy.max_body_bytes + 1024,
         )
-        echo_request_ids(self.app)
+        echo_request_ids(self.app, self.request_ids)
         self.obs.add_routes(self.app)
         self.proxy.add_routes(self.app)
 
@@ -265,6 +270,7 @@ class Pharos:
         return self.state.ready
 
     async def stop(self) -> None:
+        self.access.flush()
         await self.obs.metrics.loop_lag.stop()
         await self.state.stop()
         await self.scrape_session.close()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 
 
@@ -34,14 +35,36 @@ class LineFormatter(logging.Formatter):
     def __init__(self, fmt: str) -> None:
         super().__init__(fmt)
         self._second_text: tuple[int, str] = (-1, "")  # one tuple: a thread reads a whole pair
+        self._fmt_text = fmt
+        self.formats_plainly = set(_FIELD.findall(fmt)) <= _PLAIN_FIELDS
+        """The format names only asctime, levelname, name and message: `plain_line` gives
+        exactly what `format` gives for a record of those, without a LogRecord."""
 
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         if datefmt is not None:
             return super().formatTime(record, datefmt)
-        second = int(record.created)
+        return self._asctime(record.created, record.msecs)
+
+    def _asctime(self, created_s: float, msecs: float) -> str:
+        second = int(created_s)
         cached_second, text = self._second_text
         if second != cached_second:
-            text = time.strftime(self.default_time_format, self.converter(record.created))
+            text = time.strftime(self.default_time_format, self.converter(created_s))
             self._second_text = (second, text)
         msec_format = self.default_msec_format
-        return text if not msec_format else msec_format % (text, record.msecs)
+        return text if not msec_format else msec_format % (text, msecs)
+
+    def plain_line(self, name: str, levelname: str, message: str, created_s: float) -> str:
+        """`format` of a record with these fields made at `created_s` (its msecs the way
+        LogRecord computes them), when `formats_plainly`."""
+        msecs = int((created_s - int(created_s)) * 1000) + 0.0
+        return self._fmt_text % {
+            "asctime": self._asctime(created_s, msecs),
+            "levelname": levelname,
+            "name": name,
+            "message": message,
+        }
+
+
+_FIELD = re.compile(r"%\((\w+)\)")
+_PLAIN_FIELDS = frozenset({"asctime", "levelname", "name", "message"})

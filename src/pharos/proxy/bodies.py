@@ -51,14 +51,20 @@ class BodyBudget:
         self.max_bytes = max_bytes
         self.held_bytes = 0
 
+    def hold(self, request: web.Request) -> _Hold:
+        """The request's share, empty until read_body takes bytes; release it when the
+        handler returns (the middleware does, or the one layer obs.access folds it into)."""
+        hold = _Hold(self)
+        request[_HOLD_KEY] = hold
+        return hold
+
     @web.middleware
     async def middleware(
         self,
         request: web.Request,
         handler: Callable[[web.Request], Awaitable[web.StreamResponse]],
     ) -> web.StreamResponse:
-        hold = _Hold(self)
-        request[_HOLD_KEY] = hold
+        hold = self.hold(request)
         try:
             return await handler(request)
         finally:

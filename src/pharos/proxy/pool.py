@@ -75,6 +75,10 @@ class Reply:
     def read_nowait(self) -> bytes:
         return self._conn.take()
 
+    def ended(self) -> bool:
+        """Every byte of the body was read: the last read needs no next_chunk after it."""
+        return self._conn.ended()
+
     async def next_chunk(self) -> bytes:
         """The next bytes of the body, b"" at its end (ReplyCut, ReadTimeout)."""
         return await self._conn.next_chunk()
@@ -221,8 +225,7 @@ class UpstreamClient:
         idle = self._idle.get(key)
         if not idle:
             return None
-        loop = asyncio.get_running_loop()
-        now = loop.time()
+        now = idle[-1].loop_time()  # not asyncio.get_running_loop(): a getpid syscall each
         while idle:
             conn = idle.pop()
             if conn.reusable() and now - conn.idle_since_s < self._keepalive_s:
@@ -260,7 +263,7 @@ class UpstreamClient:
         if len(idle) >= MAX_IDLE_PER_ORIGIN:
             conn.close()
             return
-        conn.idle_since_s = asyncio.get_running_loop().time()
+        conn.idle_since_s = conn.loop_time()
         idle.append(conn)
 
     def idle_connections(self) -> int:
