@@ -11,7 +11,8 @@ requests per second over a fixed time, each proxy twice in alternating order, th
 of the two kept, for each fixed workload (WORKLOADS: output tokens per stream, fake slots).
 Prints `bench compare-...` lines with the ratios against the bare pass-through and LiteLLM,
 the proxies' own event-loop lag read from their /metrics (Pharos, and the bare one as the
-control), each proxy's CPU per request, and issue 13's table.
+control), each proxy's CPU per request, and issue 13's table. Beside them, floor_proxy.py
+(FLOORS) shows the least CPU per request any Python proxy of this workload spends.
 
 Run: make bench-compare (installs LiteLLM 1.110.2 into ~/.cache/pharos/bench first), or
      .venv/bin/python benchmarks/compare.py [--litellm PATH] [--requests N] [--seconds S]
@@ -349,6 +350,12 @@ def fake_engine(core: str) -> Iterator[Fake]:
             fake.kill()
 
 
+FLOORS = (("floor", ()), ("floor-parse", ("--parse",)))
+"""floor_proxy.py alone and with Pharos's parse: how much of each proxy's CPU per request is its
+HTTP layers, and what the compute a prefix-aware router can't skip costs on top of the least any
+Python proxy spends. Printed beside the others, never part of issue 13's ratios."""
+
+
 def proxies_for(engine: str, workdir: Path, litellm: Path | None) -> list[Proxy]:
     bin_dir = Path(sys.executable).parent
     pharos_port, bare_port = free_port(), free_port()
@@ -371,6 +378,16 @@ def proxies_for(engine: str, workdir: Path, litellm: Path | None) -> list[Proxy]
             "/healthz",
         ),
     ]
+    for name, flags in FLOORS:
+        port = free_port()
+        out.append(
+            Proxy(
+                name,
+                [sys.executable, str(HERE / "floor_proxy.py"), "--port", str(port), *flags, engine],
+                f"http://127.0.0.1:{port}",
+                "/healthz",
+            )
+        )
     if litellm is not None:
         port = free_port()
         cfg = workdir / "litellm.yaml"

@@ -37,6 +37,8 @@ EXPECTED = [
             "compare-pharos-loop-lag-c4",  # smoke runs c=4
             "compare-bare-loop-lag-c1",
             "compare-bare-loop-lag-c4",
+            "compare-floor-chat-32k-10tok",
+            "compare-floor-parse-chat-32k-10tok",
         ],
     ),
 ]
