@@ -150,3 +150,21 @@ async def test_a_shared_key_with_two_recent_chats_has_no_home(
     clock.advance(5.0)
     third = await sched.acquire("team", 1, RouteRequest("m", 600, fresh(3), 3))
     assert third.target.target_id == a.target.target_id  # by load, as without affinity
+
+
+def test_a_key_with_a_request_in_flight_has_no_home() -> None:
+    """`make scenario`'s one key: its first reply ended while five more first turns arrived."""
+    homes = KeyHomes()
+    homes.ended("k", chain_of(1, 2), 7, 0.0)
+    homes.started("k")
+    assert homes.home_of("k", 1.0) == -1
+    homes.left("k")
+    assert homes.home_of("k", 1.0) == 7
+
+
+def test_a_key_that_sent_a_side_call_has_no_home() -> None:
+    """An Open WebUI's title and tags calls: one key for every person using it."""
+    homes = KeyHomes()
+    homes.ended("webui", chain_of(1, 2), 7, 0.0)
+    homes.side_call_from("webui")
+    assert homes.home_of("webui", 1.0) == -1
