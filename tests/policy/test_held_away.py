@@ -86,7 +86,7 @@ def test_a_target_faster_than_home_is_charged_in_proportion_to_its_speed(
 # the home's engine-side wait (Candidate.engine_queued_s): whether the others are charged
 QUEUED_CASES = [
     (None, True),  # unknown: no reason to doubt the home
-    (0.05, True),
+    (0.01, True),
     (HOME_QUEUED_S, False),  # traffic Pharos doesn't see queues there: no home
 ]
 
