@@ -61,6 +61,7 @@ def reference(c: Candidate, prompt_tokens: int, cands: list[Candidate]) -> dict[
         "utilization": util,
         "rework_s": rework,
         "evict_s": evict,
+        "away_s": 0.0,  # no home: RouteReq's home_target_id is -1 here (test_held_away.py)
     }
 
 
@@ -154,6 +155,7 @@ def test_score_fields_keep_their_names() -> None:
         "utilization",
         "rework_s",
         "evict_s",
+        "away_s",
     )
 
 

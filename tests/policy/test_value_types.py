@@ -46,7 +46,8 @@ def test_a_route_request_is_a_value_built_by_position_or_keyword() -> None:
     assert hash(request) == hash(RouteReq(1200, 7))
     assert request != RouteReq(1200, 8)
     assert request != (1200, 7)
-    assert repr(request) == "RouteReq(prompt_tokens=1200, seed=7)"
+    assert request != RouteReq(1200, 7, 3)  # a home makes another request
+    assert repr(request) == "RouteReq(prompt_tokens=1200, seed=7, home_target_id=-1)"
 
 
 def test_the_compiled_values_refuse_a_change() -> None:

@@ -5,7 +5,8 @@ engine lately queued requests sent there) + load (twice when it
 unloads an idle model) + prefill
 (+ KV pressure penalty) (+ rework: the cached prefix another
 candidate holds that this one would prefill again, times config.rework_weight) (+ evict: the
-recent conversation's prefix this prompt would push out of its slot, times config.evict_weight).
+recent conversation's prefix this prompt would push out of its slot, times config.evict_weight)
+(+ away: config.away_s on every target but a new conversation's key home).
 Pure: no I/O, no clock.
 """
 
@@ -19,6 +20,11 @@ from pharos.policy.explain import describe, why_against_least_loaded
 from pharos.policy.types import Candidate, Decision, PolicyConfig, RouteReq, Score, Terms, Why
 from pharos.policy.util import break_tie_of, median_of
 
+HOME_QUEUED_S: Final = 0.02
+"""A home whose replies lately waited this long inside the engine (Candidate.engine_queued_s:
+traffic Pharos doesn't see) is charged nothing for. Comparisons lost over seeds 1-20 with the
+other guards: 196 at 0.1 s, 194 at 0.02 (noisy 58 -> 56); without it sharegpt-noisy lost 9
+(main 8)."""
 _INF: Final = float("inf")  # Final: a C constant, not a module-dict lookup per candidate
 
 
@@ -187,6 +193,7 @@ def scan(
     fb: Fallbacks,
     config: PolicyConfig,
     keep: list[Terms] | None = None,
+    home: int = -1,
 ) -> Scan:
     """One loop over the candidates, the routing hot path: scalars only, unless `keep` asks for
     every candidate's Terms too (the status page, explain, tests). The one place the terms are
@@ -208,6 +215,18 @@ def scan(
     feasible_count = 0
     rework_weight = config.rework_weight
     evict_weight = config.evict_weight
+    away_charge = config.away_s if home >= 0 else 0.0
+    home_per_token = -1.0
+    if away_charge > 0:
+        for c in candidates:
+            if c.target_id == home:
+                queued = c.engine_queued_s
+                if queued is not None and queued >= HOME_QUEUED_S:
+                    away_charge = 0.0
+                known = c.prefill_s_per_token
+                if known is not None:
+                    home_per_token = known
+                break
     top_matched = 0
     if rework_weight > 0:
         for c in candidates:
@@ -216,6 +235,8 @@ def scan(
         if top_matched > prompt_tokens:
             top_matched = prompt_tokens
     shared_per_token = shared_prefill_speed(candidates, config.same_speed_band)
+    if home_per_token > 0 and shared_per_token > 0:
+        home_per_token = shared_per_token
     i = -1
     for c in candidates:
         i += 1
@@ -278,11 +299,19 @@ def scan(
         evicts = c.evicts_tokens
         if evicts > 0:
             evict = evicts * per_token * evict_weight
+        away = 0.0
+        if away_charge > 0 and c.target_id != home:
+            # a faster target is charged in the home's prefill time of the same work, so a
+            # slow home keeps nobody from a fast host (hetero: 2 comparisons lost over 20
+            # seeds at a flat charge, 0 scaled)
+            away = away_charge
+            if 0 < per_token < home_per_token:
+                away *= per_token / home_per_token
         # in floats: mypyc's int / int went through CPyTagged_TrueDivide (~70 instructions a
         # candidate); both are exact below 2**53, so the quotient is the same double
         util = float((capacity - free if free < capacity else 0) + queue_ahead) / float(capacity)
         if feasible:
-            est = wait + load + prefill + penalty + rework + evict
+            est = wait + load + prefill + penalty + rework + evict + away
             feasible_count += 1
             if est < best_est:
                 second_est, second_i = best_est, best_i
@@ -316,7 +345,19 @@ def scan(
             warm_free = True
         if keep is not None:
             keep.append(
-                Terms(c.target_id, feasible, est, wait, load, prefill, penalty, util, rework, evict)
+                Terms(
+                    c.target_id,
+                    feasible,
+                    est,
+                    wait,
+                    load,
+                    prefill,
+                    penalty,
+                    util,
+                    rework,
+                    evict,
+                    away,
+                )
             )
     return Scan(
         best_i,
@@ -342,7 +383,14 @@ def score_candidates(
     """Each candidate's Score, in candidate order."""
     listed = as_list(candidates)
     terms: list[Terms] = []
-    scan(request.prompt_tokens, listed, _fallbacks(listed, config), config, terms)
+    scan(
+        request.prompt_tokens,
+        listed,
+        _fallbacks(listed, config),
+        config,
+        terms,
+        request.home_target_id,
+    )
     return tuple([t.score() for t in terms])
 
 
@@ -350,7 +398,7 @@ def _scores_of(
     request: RouteReq, candidates: list[Candidate], fb: Fallbacks, config: PolicyConfig
 ) -> tuple[Score, ...]:
     terms: list[Terms] = []
-    scan(request.prompt_tokens, candidates, fb, config, terms)
+    scan(request.prompt_tokens, candidates, fb, config, terms, request.home_target_id)
     return tuple([t.score() for t in terms])
 
 
@@ -404,7 +452,7 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
     """Lowest est_ttft; ties (within config.tie_s) on utilization, then on the request's seed."""
     candidates = as_list(sequence)
     fb = _fallbacks(candidates, config)
-    found = scan(request.prompt_tokens, candidates, fb, config)
+    found = scan(request.prompt_tokens, candidates, fb, config, None, request.home_target_id)
     if found.feasible == 0:
         return no_feasible_target(
             len(candidates), partial(_scores_of, request, candidates, fb, config)
@@ -449,7 +497,14 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
                 least = second if best == lowest else lowest
         if least >= 0:
             pair: list[Terms] = []
-            scan(request.prompt_tokens, [chosen, candidates[least]], fb, config, pair)
+            scan(
+                request.prompt_tokens,
+                [chosen, candidates[least]],
+                fb,
+                config,
+                pair,
+                request.home_target_id,
+            )
             why = why_against_least_loaded(pair[0], pair[1])
         else:
             why = "least_loaded"

@@ -18,24 +18,31 @@ class RouteReq:
     struct, where the dataclass's generated __init__ ran interpreted, one object.__setattr__ per
     field (timeit, compiled: 281 -> 69 ns positional, 400 -> 233 ns by keyword)."""
 
-    __slots__ = ("prompt_tokens", "seed")
+    __slots__ = ("home_target_id", "prompt_tokens", "seed")
 
-    def __init__(self, prompt_tokens: int, seed: int) -> None:
+    def __init__(self, prompt_tokens: int, seed: int, home_target_id: int = -1) -> None:
         self.prompt_tokens: Final = prompt_tokens  # estimated: request text bytes / 4
         self.seed: Final = seed  # random per request; breaks exact ties so requests don't herd
+        self.home_target_id: Final = home_target_id
+        """A new conversation's key home: where the key's one recent conversation ended
+        (sched/held_affinity.py); every other target is charged PolicyConfig.away_s. -1: none."""
 
     def __eq__(self, other: object) -> bool:
         return (
             isinstance(other, RouteReq)
             and self.prompt_tokens == other.prompt_tokens
             and self.seed == other.seed
+            and self.home_target_id == other.home_target_id
         )
 
     def __hash__(self) -> int:
-        return hash((self.prompt_tokens, self.seed))
+        return hash((self.prompt_tokens, self.seed, self.home_target_id))
 
     def __repr__(self) -> str:
-        return f"RouteReq(prompt_tokens={self.prompt_tokens!r}, seed={self.seed!r})"
+        return (
+            f"RouteReq(prompt_tokens={self.prompt_tokens!r}, seed={self.seed!r}, "
+            f"home_target_id={self.home_target_id!r})"
+        )
 
 
 @final
@@ -216,6 +223,10 @@ class PolicyConfig:
     where sampling noise does (cost.shared_prefill_speed). 0 = off. pharos sim --verdict, all
     scenarios, seeds 1-5: 45 comparisons lost at 0, 39 at 0.05, 39 at 0.1, 43 at 0.15, 44 at
     0.2, 53 at 0.3; 41 at 0.1 applied to every request, not only cache-neutral ones."""
+    away_s: float = 0.5
+    """Seconds charged on every target but a new conversation's key home (RouteReq
+    .home_target_id): a person's next chat goes where their last one went unless another
+    target saves more than this. 0 = off. See sched/held_affinity.py for what it bought."""
 
 
 DEFAULT_CONFIG = PolicyConfig()
@@ -235,6 +246,7 @@ class Score(NamedTuple):
     utilization: float  # (occupied + queue ahead) / capacity
     rework_s: float = 0.0  # re-prefill of a prefix another candidate holds, weighted
     evict_s: float = 0.0  # re-prefill a recent conversation pays for the slot this takes
+    away_s: float = 0.0  # a new conversation sent off its key's home (PolicyConfig.away_s)
 
 
 @final
@@ -244,6 +256,7 @@ class Terms:
     pick scores its chosen target against the least loaded one through two of these."""
 
     __slots__ = (
+        "away_s",
         "est_ttft_s",
         "evict_s",
         "feasible",
@@ -268,6 +281,7 @@ class Terms:
         utilization: float,
         rework_s: float,
         evict_s: float,
+        away_s: float = 0.0,
     ) -> None:
         self.target_id: Final = target_id
         self.feasible: Final = feasible
@@ -279,6 +293,7 @@ class Terms:
         self.utilization: Final = utilization
         self.rework_s: Final = rework_s
         self.evict_s: Final = evict_s
+        self.away_s: Final = away_s
 
     def score(self) -> Score:
         return Score(
@@ -292,6 +307,7 @@ class Terms:
             self.utilization,
             self.rework_s,
             self.evict_s,
+            self.away_s,
         )
 
 

@@ -23,6 +23,7 @@ from pharos.sched.candidates import (
 )
 from pharos.sched.fairqueue import FairQueue, Waiter
 from pharos.sched.gauges import Gauges, PeerGauges
+from pharos.sched.held_affinity import KeyHomes, is_new_conversation
 from pharos.sched.learning import (
     PrefixAction,
     engine_queued_sample,
@@ -121,6 +122,7 @@ class Scheduler:
         self._last_reply_end: dict[int, float] = {}
         self._finished: dict[int, deque[tuple[float, int, int]]] = {}  # per target and slot
         self._reply_end_of_key: dict[str, float] = {}
+        self._homes = KeyHomes()
         self._engine_queued: dict[int, tuple[float, float]] = {}  # target -> (EWMA, sampled at)
         self._candidates: dict[str, list[Candidate]] = {}  # per model: the last pick's, reused
         self._peers = PeerGauges()
@@ -142,6 +144,8 @@ class Scheduler:
             self._serve()  # a slot the engine freed since the last kick goes to waiters first
         now = self._clock.now()
         side_call = self._is_side_call(key, now)
+        if side_call:
+            self._homes.side_call_from(key)
         lease, _ = self._try(
             request, now, key, queued_since=None, side_call=side_call, sent_as_side_call=side_call
         )
@@ -210,10 +214,13 @@ class Scheduler:
             raise never
         matches: dict[int, Match] = {}
         chain = request.chain
+        home = -1
         if chain is not None and chain.hashes:
             matches = with_reply_credited(
                 self._prefix.lookup(chain, Generations(usable), len(usable)), chain
             )
+            if not side_call and len(self._homes) and is_new_conversation(chain, matches):
+                home = self._homes.home_of(key, now)
         router_waiting = self._queue.waiting_for(request.model)
         peers = self._peers
         peer_inflight: dict[str, int] = {}
@@ -248,7 +255,7 @@ class Scheduler:
         )
         self._candidates[request.model] = candidates
         decision = self._pick(
-            RouteReq(request.prompt_tokens, request.seed),  # positional: 69 ns, by keyword 233
+            RouteReq(request.prompt_tokens, request.seed, home),  # positional: 69 ns, keyword 233
             candidates,
             self._policy_config,
         )
@@ -258,6 +265,8 @@ class Scheduler:
         view = usable[index]
         self._local[view.target_id] = self._local.get(view.target_id, 0) + 1
         self._keys[view.target_id] = view.key
+        if not sent_as_side_call and key:
+            self._homes.started(key)
         lease = Lease(
             self._release,
             view,
@@ -367,6 +376,8 @@ class Scheduler:
         """Returns the prediction the reply was judged by (the lease's `prefix` stage)."""
         target_id = lease.target.target_id
         self._prefills.finish(target_id, lease)
+        if not lease.side_call and lease.client_key:
+            self._homes.left(lease.client_key)
         left = self._local.get(target_id, 0) - 1
         if left > 0:
             self._local[target_id] = left
@@ -380,11 +391,19 @@ class Scheduler:
                     self._reply_end_of_key[lease.client_key] = now
                 if feedback.succeeded:
                     self._remember_slot(lease, now)
+                    self._home_ended(lease, target_id, now)
                 return self._learn(lease, feedback, now)
             return None
         finally:
             if self._serving or len(self._queue):
                 self._serve()
+
+    def _home_ended(self, lease: Lease, target_id: int, now: float) -> None:
+        """A person's chat replied on the target: where the key's next new chat goes home."""
+        chain = lease.request.chain
+        if chain is None or not lease.client_key or lease.side_call or lease.request.control:
+            return
+        self._homes.ended(lease.client_key, chain, target_id, now)
 
     def _remember_slot(self, lease: Lease, now: float) -> None:
         """The prompt now sits in a slot of the target (per-slot engines): a fresh prompt

@@ -1,0 +1,100 @@
+"""A new conversation's key home: every other target is charged PolicyConfig.away_s (issue 15)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pharos.policy import DEFAULT_CONFIG, Candidate, RouteReq, pick
+from pharos.policy.cost import HOME_QUEUED_S, score_candidates
+
+AWAY_S = DEFAULT_CONFIG.away_s
+OFF = dataclasses.replace(DEFAULT_CONFIG, away_s=0.0)
+
+
+def cand(target_id: int, **kw: object) -> Candidate:
+    base: dict[str, object] = {
+        "target_id": target_id,
+        "capacity": 2,
+        "free_slots": 2,
+        "warm": True,
+        "prefill_s_per_token": 0.001,
+        "service_s": 4.0,
+    }
+    base.update(kw)
+    return Candidate(**base)  # type: ignore[arg-type]
+
+
+def test_only_the_targets_off_home_are_charged_and_the_charge_is_in_the_estimate() -> None:
+    scores = score_candidates(
+        RouteReq(1000, 0, home_target_id=1), [cand(1), cand(2), cand(3)], DEFAULT_CONFIG
+    )
+    assert [s.away_s for s in scores] == [0.0, AWAY_S, AWAY_S]
+    assert [s.est_ttft_s for s in scores] == pytest.approx([1.0, 1.0 + AWAY_S, 1.0 + AWAY_S])
+
+
+def test_without_a_home_nothing_is_charged() -> None:
+    scores = score_candidates(RouteReq(1000, 0), [cand(1), cand(2)], DEFAULT_CONFIG)
+    assert [s.away_s for s in scores] == [0.0, 0.0]
+
+
+# home's free slots, the other's, away_s config: the target the new conversation goes to
+CASES = [
+    (1, 2, DEFAULT_CONFIG, 1),  # home busier, still free: it stays home
+    (1, 2, OFF, 2),  # off: the least utilized target, as before
+    (0, 2, DEFAULT_CONFIG, 2),  # home full: a wait of 4/3 s outweighs the charge
+]
+
+
+@pytest.mark.parametrize(("home_free", "other_free", "config", "chosen"), CASES)
+def test_a_new_conversation_stays_home_unless_another_target_saves_more_than_the_charge(
+    home_free: int, other_free: int, config: object, chosen: int
+) -> None:
+    request = RouteReq(1000, 7, home_target_id=1)
+    candidates = [cand(1, free_slots=home_free), cand(2, free_slots=other_free)]
+    assert pick(request, candidates, config).target_id == chosen  # type: ignore[arg-type]
+
+
+def test_a_faster_target_still_wins_by_more_than_the_charge() -> None:
+    home = cand(1, prefill_s_per_token=0.003)  # 3.0 s for 1000 tokens
+    fast = cand(2, prefill_s_per_token=0.001)  # 1.0 s + the charge
+    assert pick(RouteReq(1000, 0, home_target_id=1), [home, fast], DEFAULT_CONFIG).target_id == 2
+
+
+# home's and the other target's learned prefill s/token: the charge on the other target
+SPEED_CASES = [
+    (0.001, 0.001, AWAY_S),  # equal speeds: the whole charge
+    (0.003, 0.001, AWAY_S / 3),  # 3x faster than home: charged a third (hetero)
+    (0.001, 0.003, AWAY_S),  # slower than home: the whole charge, never more
+    (0.00100, 0.00095, AWAY_S),  # within the same-speed band: one shared speed, the whole
+]
+
+
+@pytest.mark.parametrize(("home_per_token", "other_per_token", "charged_s"), SPEED_CASES)
+def test_a_target_faster_than_home_is_charged_in_proportion_to_its_speed(
+    home_per_token: float, other_per_token: float, charged_s: float
+) -> None:
+    matched = {"matched_tokens": 100}  # the shared system prompt on both: cache-neutral
+    home = cand(1, prefill_s_per_token=home_per_token, **matched)
+    other = cand(2, prefill_s_per_token=other_per_token, **matched)
+    scores = score_candidates(RouteReq(1000, 0, home_target_id=1), [home, other], DEFAULT_CONFIG)
+    assert scores[0].away_s == 0.0
+    assert scores[1].away_s == pytest.approx(charged_s)
+
+
+# the home's engine-side wait (Candidate.engine_queued_s): whether the others are charged
+QUEUED_CASES = [
+    (None, True),  # unknown: no reason to doubt the home
+    (0.01, True),
+    (HOME_QUEUED_S, False),  # traffic Pharos doesn't see queues there: no home
+]
+
+
+@pytest.mark.parametrize(("queued_s", "charged"), QUEUED_CASES)
+def test_a_home_the_engine_lately_queued_at_is_no_home(
+    queued_s: float | None, charged: bool
+) -> None:
+    home = cand(1, engine_queued_s=queued_s)
+    scores = score_candidates(RouteReq(1000, 0, home_target_id=1), [home, cand(2)], DEFAULT_CONFIG)
+    assert scores[1].away_s == (AWAY_S if charged else 0.0)

@@ -1,0 +1,170 @@
+"""A key's next new conversation goes home: where its one recent conversation ended (issue 15).
+
+Cost sent each new chat to the least utilized target of the moment; a person's chats now stay
+where their last one went unless another target saves more than PolicyConfig.away_s. A key
+with several recent conversations (one Open WebUI, `make scenario`'s anonymous key) is shared
+and gets no home.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pharos.clock import FakeClock
+from pharos.policy import DEFAULT_CONFIG
+from pharos.prefix import Chain, Match, PrefixIndex
+from pharos.prefix.index import Source
+from pharos.sched import Lease, RouteRequest, Scheduler
+from pharos.sched.held_affinity import AFFINITY_WINDOW_S, KeyHomes, is_new_conversation
+from tests.sched.fakes import FakeTargets, make_view, ok
+
+SYSTEM = 11
+
+
+def chat(first_user: int, turns: int = 1) -> Chain:
+    """A chat's chain: the shared system prompt (400 bytes), then 800 bytes a message."""
+    hashes = (SYSTEM, *(first_user * 100 + i for i in range(2 * turns - 1)))
+    return Chain(hashes, tuple(400 + 800 * i for i in range(len(hashes))))
+
+
+def chain_of(*links: int) -> Chain:
+    return Chain(links, tuple(100 * (i + 1) for i in range(len(links))))
+
+
+def fresh(n: int) -> Chain:
+    """A first turn sharing nothing with any other: no target's cache tells them apart."""
+    return chain_of(n * 10, n * 10 + 1)
+
+
+# each conversation that ended as (key, its chain's links, target, seconds after the start),
+# then when asked: the key's home (-1: none)
+HOME_CASES = [
+    ([], 0.0, -1),  # nothing ended: no home
+    ([("k", (1, 2), 7, 0.0)], 10.0, 7),  # one conversation: where it ended
+    ([("k", (1, 2), 7, 0.0), ("k", (1, 2, 3, 4), 8, 5.0)], 10.0, 8),  # the same chat moved
+    ([("k", (1, 2), 7, 0.0), ("k", (1, 5), 8, 5.0)], 10.0, -1),  # two chats: a shared key
+    ([("k", (1, 2), 7, 0.0), ("k", (1, 5), 8, AFFINITY_WINDOW_S + 1)], AFFINITY_WINDOW_S + 2, 8),
+    ([("k", (1, 2), 7, 0.0)], AFFINITY_WINDOW_S + 0.5, -1),  # too long ago
+    ([("other", (1, 2), 7, 0.0)], 10.0, -1),  # another key's chat is not this key's
+]
+
+
+@pytest.mark.parametrize(("ended", "asked_at", "home"), HOME_CASES)
+def test_a_key_has_a_home_only_while_it_has_exactly_one_recent_conversation(
+    ended: list[tuple[str, tuple[int, ...], int, float]], asked_at: float, home: int
+) -> None:
+    homes = KeyHomes()
+    for key, links, target_id, at in ended:
+        homes.ended(key, chain_of(*links), target_id, at)
+    assert homes.home_of("k", asked_at) == home
+
+
+def test_keys_gone_quiet_are_swept_once_the_map_is_full() -> None:
+    homes = KeyHomes(max_keys=3)
+    for n in range(3):
+        homes.ended(f"old{n}", chain_of(1, n + 2), 1, 0.0)
+    homes.ended("new", chain_of(1, 9), 2, AFFINITY_WINDOW_S + 1)
+    assert len(homes) == 1
+    assert homes.home_of("new", AFFINITY_WINDOW_S + 2) == 2
+
+
+def _match(matched_bytes: int) -> Match:
+    return Match(matched_bytes, Source.LOCAL)
+
+
+# the matches the index found (target -> bytes): whether the request opens a new conversation
+NEW_CASES = [
+    ({}, True),  # nothing cached anywhere
+    ({1: _match(400)}, True),  # only the shared system prompt
+    ({1: _match(400), 2: _match(1200)}, False),  # a target holds the earlier turn
+]
+
+
+@pytest.mark.parametrize(("matches", "new"), NEW_CASES)
+def test_a_new_conversation_shares_at_most_its_first_message(
+    matches: dict[int, Match], new: bool
+) -> None:
+    assert is_new_conversation(chat(3, turns=2), matches) is new
+
+
+def test_a_one_message_request_is_not_taken_for_a_conversation() -> None:
+    assert is_new_conversation(chain_of(5), {}) is False
+
+
+async def _one_turn(sched: Scheduler, clock: FakeClock, key: str, chain: Chain, seed: int) -> Lease:
+    lease = await sched.acquire(key, 1, RouteRequest("m", 600, chain, seed))
+    clock.advance(2.0)
+    lease.release(ok(prompt_tokens=600, cached_tokens=0))
+    return lease
+
+
+def _sched(targets: FakeTargets, clock: FakeClock, away_s: float) -> Scheduler:
+    config = dataclasses.replace(DEFAULT_CONFIG, away_s=away_s)
+    return Scheduler(targets, PrefixIndex(clock=clock), clock, policy_config=config)
+
+
+# away_s: where alice's second chat goes while bob holds one slot of her first chat's target
+AWAY_CASES = [
+    (DEFAULT_CONFIG.away_s, "home"),  # home: a free slot there, the other target idler
+    (0.0, "other"),  # off: the least utilized target, as before
+]
+
+
+@pytest.mark.parametrize(("away_s", "where"), AWAY_CASES)
+async def test_a_persons_next_chat_goes_where_their_last_one_ended(
+    targets: FakeTargets, clock: FakeClock, away_s: float, where: str
+) -> None:
+    targets.add(make_view(1))
+    targets.add(make_view(2))
+    sched = _sched(targets, clock, away_s)
+    first = await _one_turn(sched, clock, "alice", fresh(1), seed=1)
+    home = first.target.target_id
+    other = 3 - home
+    # bob's chat on alice's home: without a home, her next chat would go to the idle target
+    excluded = frozenset({other})  # bob's request may only go to alice's home
+    bob = await sched.acquire("bob", 1, RouteRequest("m", 600, fresh(2), 2, excluded))
+    assert bob.target.target_id == home
+    clock.advance(5.0)
+    second = await sched.acquire("alice", 1, RouteRequest("m", 600, fresh(3), 3))
+    assert second.target.target_id == (home if where == "home" else other)
+
+
+async def test_a_shared_key_with_two_recent_chats_has_no_home(
+    targets: FakeTargets, clock: FakeClock
+) -> None:
+    targets.add(make_view(1))
+    targets.add(make_view(2))
+    sched = _sched(targets, clock, DEFAULT_CONFIG.away_s)
+    a = await sched.acquire("team", 1, RouteRequest("m", 600, fresh(1), 1))
+    b = await sched.acquire("team", 1, RouteRequest("m", 600, fresh(2), 2))
+    assert {a.target.target_id, b.target.target_id} == {1, 2}
+    clock.advance(2.0)
+    a.release(ok())
+    b.release(ok())
+    # bob takes a slot where the team's newest chat ended: a home there would outweigh load
+    excluded = frozenset({a.target.target_id})
+    bob = await sched.acquire("bob", 1, RouteRequest("m", 600, fresh(4), 4, excluded))
+    assert bob.target.target_id == b.target.target_id
+    clock.advance(5.0)
+    third = await sched.acquire("team", 1, RouteRequest("m", 600, fresh(3), 3))
+    assert third.target.target_id == a.target.target_id  # by load, as without affinity
+
+
+def test_a_key_with_a_request_in_flight_has_no_home() -> None:
+    """`make scenario`'s one key: its first reply ended while five more first turns arrived."""
+    homes = KeyHomes()
+    homes.ended("k", chain_of(1, 2), 7, 0.0)
+    homes.started("k")
+    assert homes.home_of("k", 1.0) == -1
+    homes.left("k")
+    assert homes.home_of("k", 1.0) == 7
+
+
+def test_a_key_that_sent_a_side_call_has_no_home() -> None:
+    """An Open WebUI's title and tags calls: one key for every person using it."""
+    homes = KeyHomes()
+    homes.ended("webui", chain_of(1, 2), 7, 0.0)
+    homes.side_call_from("webui")
+    assert homes.home_of("webui", 1.0) == -1

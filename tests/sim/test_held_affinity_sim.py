@@ -1,0 +1,50 @@
+"""From the outside in: a person's next chat goes where their last one ended (issue 15).
+
+`chat` (two equal llama.cpp hosts, six users, each on their own key) through the real
+scheduler and policy. Each new chat is cache-neutral (it shares only the system prompt), and
+before the key's home cost sent it to the least utilized host of the moment. Virtual time:
+each run takes well under a second.
+"""
+
+from __future__ import annotations
+
+from pharos.sim.run import Result, simulate
+from pharos.sim.scenarios import SCENARIOS
+
+# seed: a user's new chats on the host their previous chat ended on, without | with the home
+SEEDS = (
+    1,  # 7 of 21 | 19 of 21
+    2,  # 16 of 22 | 15 of 22
+    3,  # 16 of 25 | 23 of 25
+)
+LEAST_HOME_SHARE = 0.8  # pooled: 39 of 68 (57%) without, 57 of 68 (84%) with
+
+
+def _new_chats_home(result: Result) -> tuple[int, int]:
+    home = total = 0
+    for user_session, engines in result.engine_of_turn.items():
+        user, index = user_session.split("#")
+        previous = result.engine_of_turn.get(f"{user}#{int(index) - 1}")
+        if previous:
+            total += 1
+            home += engines[0] == previous[-1]
+    return home, total
+
+
+def test_most_new_chats_go_to_the_host_the_users_last_chat_ended_on() -> None:
+    home = total = 0
+    for seed in SEEDS:
+        went_home, new_chats = _new_chats_home(simulate(SCENARIOS["chat"], "cost", seed))
+        home += went_home
+        total += new_chats
+    assert total > 60
+    assert home / total >= LEAST_HOME_SHARE
+
+
+def test_the_shared_key_of_make_scenario_gets_no_home() -> None:
+    """real-equal: every user on one key, so every request is scored as before the home; the
+    same-key conversations are several at once and one home would herd them."""
+    result = simulate(SCENARIOS["real-equal"], "cost", 1)
+    home, total = _new_chats_home(result)
+    assert total > 0
+    assert home < total  # new chats go by load: some land on the other host
