@@ -176,17 +176,34 @@ def test_the_memo_reuses_only_links_whose_messages_and_root_are_the_same(
     assert (found[0], found[1]) == (expected.hashes, expected.cum_bytes)
 
 
-def test_the_memo_keeps_at_most_its_entries_and_no_body_over_its_bound() -> None:
-    memo = ChainMemo(entries=2, max_body_bytes=200)
+# body bytes | messages | kept in a memo of 1000-byte entries (160 counted per message)
+BOUNDS = [
+    (100, 2, True),
+    (680, 2, True),  # 680 + 320 = 1000: just fits
+    (681, 2, False),
+    (50, 7, False),  # a small body of many messages: 50 + 1120
+]
+
+
+@pytest.mark.skipif(not MEMO_BUILT, reason="the C build's message_links is not loaded")
+@pytest.mark.parametrize(("body_bytes", "messages", "kept"), BOUNDS)
+def test_the_memo_keeps_no_chat_whose_body_and_messages_exceed_its_entry_bound(
+    body_bytes: int, messages: int, kept: bool
+) -> None:
+    memo = ChainMemo(max_entry_bytes=1000)
+    raw = _raw_messages(_chat([f"m{i}" for i in range(messages)]))
+    chain = chain_for_messages("m", None, raw, memo, body_bytes)
+    assert chain is not None and len(chain.hashes) == messages
+    assert len(memo) == (1 if kept else 0)
+
+
+def test_the_memo_keeps_at_most_its_entries() -> None:
+    memo = ChainMemo(entries=2)
     for i in range(5):
         body = _chat([f"conversation {i}", "x"])
         chain = chain_for_messages("m", None, _raw_messages(body), memo, len(body))
         assert chain is None or chain.hashes
     assert len(memo) == (2 if MEMO_BUILT else 0)
-    big = _chat(["y" * 300])
-    before = list(memo.entries)
-    chain_for_messages("m", None, _raw_messages(big), memo, len(big))
-    assert memo.entries == before  # a body over the bound is chained but not kept
 
 
 @pytest.mark.skipif(not MEMO_BUILT, reason="the C build's message_links is not loaded")

@@ -232,23 +232,29 @@ class ChainMemo:
     their raw bytes (memcmp) instead of unescaping and hashing them again; the links are the
     ones it would have computed, so routing never depends on what the memo held.
 
-    A chat's entry keeps its body alive (its raw contents are slices of it): at most `entries`
-    bodies of at most `max_body_bytes` each. One per Proxy; not for use across threads."""
+    A chat's entry keeps its body alive (its raw contents are slices of it) and, per message, a
+    decoded Struct, a digest and two links: counted as ENTRY_BYTES_PER_MESSAGE more than the body,
+    an entry holds at most `max_entry_bytes`, the memo at most `entries` of them (8 MiB). One per
+    Proxy; not for use across threads."""
 
-    __slots__ = ("_entries", "_max_body_bytes", "_max_entries")
+    __slots__ = ("_entries", "_max_entries", "_max_entry_bytes")
 
-    def __init__(self, entries: int = 8, max_body_bytes: int = 1 << 20) -> None:
+    ENTRY_BYTES_PER_MESSAGE = 160
+    """A kept message: its Struct and Raw (~100 bytes), its digest (32) and two ints in tuples."""
+
+    def __init__(self, entries: int = 8, max_entry_bytes: int = 1 << 20) -> None:
         if entries < 1:
             raise ValueError(f"a chain memo needs at least 1 entry, got {entries}")
         self._entries: list[MemoEntry] = []
         self._max_entries = entries
-        self._max_body_bytes = max_body_bytes
+        self._max_entry_bytes = max_entry_bytes
 
     def __len__(self) -> int:
         return len(self._entries)
 
-    def takes(self, body_bytes: int) -> bool:
-        return body_bytes <= self._max_body_bytes
+    def takes(self, body_bytes: int, messages: int) -> bool:
+        """Whether a chat of this body and this many messages may be kept."""
+        return body_bytes + messages * self.ENTRY_BYTES_PER_MESSAGE <= self._max_entry_bytes
 
     @property
     def entries(self) -> list[MemoEntry]:
@@ -286,7 +292,7 @@ def chain_for_messages(
     tools_bytes = None if tools is None else bytes(tools)
     previous = _root(_KIND_CHAT, model, tools_bytes)
     tools_text_bytes = _tools_text_bytes(tools_bytes)
-    if memo is None or _native_memo_messages is None or not memo.takes(body_bytes):
+    if memo is None or _native_memo_messages is None or not memo.takes(body_bytes, len(messages)):
         links = _native_messages(
             previous, messages, _KNOWN_TEXT_PREFIXES, tools_text_bytes, _other_link
         )
