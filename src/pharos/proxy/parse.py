@@ -29,7 +29,10 @@ BYTES_PER_TOKEN = 4
 """Decoded text bytes per token (assumptions ledger: measured 2.8–6.2)."""
 
 
-class _Message(msgspec.Struct):
+class _Message(msgspec.Struct, gc=False):
+    """Untracked by the collector: a decoded JSON role and a Raw can't hold a cycle. A 194-message
+    chat allocates 194 of these: 585k -> 516k instructions a decode, collections included."""
+
     role: Any = ""
     content: msgspec.Raw = msgspec.Raw(b"null")
 
@@ -64,9 +67,10 @@ class _DecodedBody(_Body):
     system: Any = None
 
 
-class _RawChatBody(_DecodedBody):
+class _RawChatBody(_DecodedBody, gc=False):
     """The chat shape read by the C chain (prefix/_chainc.c message_links): contents left raw.
-    32 KiB, 194 messages: decoded 87 µs, raw 34 µs (msgspec, one process, side by side)."""
+    32 KiB, 194 messages: decoded 87 µs, raw 34 µs (msgspec, one process, side by side).
+    Untracked like _Message: every field is a decoded JSON value."""
 
     messages: list[_Message] | None = None  # type: ignore[assignment]
 
