@@ -24,6 +24,15 @@
      is neither (the caller then decodes the body the strict way).
      Why: msgspec decoding every content into a str cost ~2.5x the raw decode on a 32 KiB chat
      (87 vs 34 us), and building the (role, content) pairs in Python ~8 us more.
+
+   message_links(..., other, memo) -> (hashes, cum_bytes, digests, entry, reused) | None
+     With `memo`, a list of earlier chats' entries (h0, covered, messages, digests, hashes,
+     cum_bytes) as chain.ChainMemo keeps them: the leading messages an entry repeats (the same
+     h0, and per message the same role and content bytes) take that entry's links instead of
+     being unescaped and hashed again, from the entry repeating the most. Returns also every
+     link's whole digest (32 bytes each), the entry used (None) and how many links it gave.
+     Why: a chat's every turn sends the conversation so far again; on compare.py's 32 KiB chats
+     193 of 194 messages repeat the previous request's.
 */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -406,6 +415,112 @@ static Py_ssize_t member_offset(PyTypeObject *type, PyObject *name) {
     return member->type == T_OBJECT_EX || member->type == T_OBJECT ? member->offset : -1;
 }
 
+/* A message's role and content: a (role, content) tuple's items, or a Struct's member slots
+   (the offsets cached per type in *type, *role_offset, *content_offset). -1: neither. */
+static int message_fields(PyObject *item, PyTypeObject **type, Py_ssize_t *role_offset,
+                          Py_ssize_t *content_offset, PyObject **role, PyObject **content) {
+    if (PyTuple_CheckExact(item)) {
+        if (PyTuple_GET_SIZE(item) != 2) {
+            return -1;
+        }
+        *role = PyTuple_GET_ITEM(item, 0);
+        *content = PyTuple_GET_ITEM(item, 1);
+        return 0;
+    }
+    if (Py_TYPE(item) != *type) {
+        *type = Py_TYPE(item);
+        *role_offset = member_offset(*type, role_name);
+        *content_offset = member_offset(*type, content_name);
+    }
+    if (*role_offset < 0 || *content_offset < 0) {
+        return -1;
+    }
+    *role = *(PyObject **)((char *)item + *role_offset);
+    *content = *(PyObject **)((char *)item + *content_offset);
+    return *role == NULL || *content == NULL ? -1 : 0;
+}
+
+/* 1 when two contents are the same bytes for certain (two buffers, msgspec.Raw, or two exact
+   strs), so their links after the same digest and role are equal; 0 when not known equal. */
+static int same_content(PyObject *a, PyObject *b) {
+    if (a == b) {
+        return 1;
+    }
+    if (PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b)) {
+        return PyUnicode_Compare(a, b) == 0;
+    }
+    if (!PyObject_CheckBuffer(a) || !PyObject_CheckBuffer(b)) {
+        return 0;
+    }
+    Py_buffer left, right;
+    if (PyObject_GetBuffer(a, &left, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (PyObject_GetBuffer(b, &right, PyBUF_SIMPLE) < 0) {
+        PyErr_Clear();
+        PyBuffer_Release(&left);
+        return 0;
+    }
+    int same = left.len == right.len && memcmp(left.buf, right.buf, (size_t)left.len) == 0;
+    PyBuffer_Release(&left);
+    PyBuffer_Release(&right);
+    return same;
+}
+
+static int same_role(PyObject *a, PyObject *b) {
+    return a == b ||
+           (PyUnicode_CheckExact(a) && PyUnicode_CheckExact(b) && PyUnicode_Compare(a, b) == 0);
+}
+
+/* How many leading messages of items[0..count) an earlier chat's entry repeats: the same h0 and
+   tools bytes, and per message the same role and the same content bytes. An entry is
+   (h0, covered, messages, digests, hashes, cum_bytes) as chain.ChainMemo keeps it; -1 when it
+   isn't one (the caller then ignores it). */
+static Py_ssize_t repeated(PyObject *entry, const char *previous, Py_ssize_t covered,
+                           PyObject **items, Py_ssize_t count) {
+    if (!PyTuple_CheckExact(entry) || PyTuple_GET_SIZE(entry) != 6) {
+        return -1;
+    }
+    PyObject *root = PyTuple_GET_ITEM(entry, 0);
+    PyObject *old_messages = PyTuple_GET_ITEM(entry, 2);
+    PyObject *digests = PyTuple_GET_ITEM(entry, 3);
+    PyObject *hashes = PyTuple_GET_ITEM(entry, 4);
+    PyObject *cum_bytes = PyTuple_GET_ITEM(entry, 5);
+    if (!PyBytes_CheckExact(root) || PyBytes_GET_SIZE(root) != 32 ||
+        !PyTuple_CheckExact(old_messages) || !PyBytes_CheckExact(digests) ||
+        !PyTuple_CheckExact(hashes) || !PyTuple_CheckExact(cum_bytes)) {
+        return -1;
+    }
+    Py_ssize_t old_count = PyTuple_GET_SIZE(old_messages);
+    if (PyTuple_GET_SIZE(hashes) != old_count || PyTuple_GET_SIZE(cum_bytes) != old_count ||
+        PyBytes_GET_SIZE(digests) != 32 * old_count) {
+        return -1;
+    }
+    Py_ssize_t old_covered = PyLong_AsSsize_t(PyTuple_GET_ITEM(entry, 1));
+    if (old_covered == -1 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return -1;
+    }
+    if (old_covered != covered || memcmp(PyBytes_AS_STRING(root), previous, 32) != 0) {
+        return 0;
+    }
+    PyTypeObject *new_type = NULL, *old_type = NULL;
+    Py_ssize_t new_role = -1, new_content = -1, old_role = -1, old_content = -1;
+    Py_ssize_t limit = count < old_count ? count : old_count;
+    Py_ssize_t k = 0;
+    for (; k < limit; k++) {
+        PyObject *role, *content, *was_role, *was_content;
+        if (message_fields(items[k], &new_type, &new_role, &new_content, &role, &content) < 0 ||
+            message_fields(PyTuple_GET_ITEM(old_messages, k), &old_type, &old_role,
+                           &old_content, &was_role, &was_content) < 0 ||
+            !same_role(role, was_role) || !same_content(content, was_content)) {
+            break;
+        }
+    }
+    return k;
+}
+
 static PyObject *message_links(PyObject *self, PyObject *args) {
     (void)self;
     const char *previous;
@@ -414,8 +529,9 @@ static PyObject *message_links(PyObject *self, PyObject *args) {
     PyObject *prefixes;
     Py_ssize_t covered;
     PyObject *other;
-    if (!PyArg_ParseTuple(args, "y#OO!nO", &previous, &previous_len, &messages, &PyDict_Type,
-                          &prefixes, &covered, &other)) {
+    PyObject *memo = NULL;
+    if (!PyArg_ParseTuple(args, "y#OO!nO|O!", &previous, &previous_len, &messages, &PyDict_Type,
+                          &prefixes, &covered, &other, &PyList_Type, &memo)) {
         return NULL;
     }
     if (previous_len != 32) {
@@ -437,36 +553,55 @@ static PyObject *message_links(PyObject *self, PyObject *args) {
     int fallback = 0;
     PyTypeObject *struct_type = NULL;
     Py_ssize_t role_offset = -1, content_offset = -1;
+    PyObject *digests = NULL;  /* with a memo: every link's whole digest, for the next chat */
+    PyObject *reused_from = NULL;  /* owned: the memo entry the first `start` links came from */
+    Py_ssize_t start = 0;
     if (hashes == NULL || cum_bytes == NULL) {
         goto fail;
     }
-    for (Py_ssize_t i = 0; i < count && !fallback; i++) {
+    if (memo != NULL) {
+        digests = PyBytes_FromStringAndSize(NULL, 32 * count);
+        if (digests == NULL) {
+            goto fail;
+        }
+        Py_ssize_t entries = PyList_GET_SIZE(memo);
+        for (Py_ssize_t e = 0; e < entries && start < count - 1; e++) {
+            PyObject *entry = PyList_GET_ITEM(memo, e);
+            Py_ssize_t k = repeated(entry, previous, covered, items, count);
+            if (k > start) {
+                start = k;
+                Py_INCREF(entry);
+                Py_XSETREF(reused_from, entry);
+            }
+        }
+        if (start > 0) {
+            PyObject *old_hashes = PyTuple_GET_ITEM(reused_from, 4);
+            PyObject *old_cum = PyTuple_GET_ITEM(reused_from, 5);
+            memcpy(PyBytes_AS_STRING(digests), PyBytes_AS_STRING(PyTuple_GET_ITEM(reused_from, 3)),
+                   (size_t)(32 * start));
+            for (Py_ssize_t i = 0; i < start; i++) {
+                PyObject *link = PyTuple_GET_ITEM(old_hashes, i);
+                PyObject *so_far = PyTuple_GET_ITEM(old_cum, i);
+                Py_INCREF(link);
+                Py_INCREF(so_far);
+                PyTuple_SET_ITEM(hashes, i, link);
+                PyTuple_SET_ITEM(cum_bytes, i, so_far);
+            }
+            memcpy(digest, PyBytes_AS_STRING(digests) + 32 * (start - 1), 32);
+            covered = PyLong_AsSsize_t(PyTuple_GET_ITEM(old_cum, start - 1));
+            if (covered == -1 && PyErr_Occurred()) {
+                goto fail;
+            }
+        }
+    }
+    for (Py_ssize_t i = start; i < count && !fallback; i++) {
         PyObject *item = items[i];
         PyObject *role;
         PyObject *content;
-        if (PyTuple_CheckExact(item)) {
-            if (PyTuple_GET_SIZE(item) != 2) {
-                fallback = 1;
-                break;
-            }
-            role = PyTuple_GET_ITEM(item, 0);
-            content = PyTuple_GET_ITEM(item, 1);
-        } else {
-            if (Py_TYPE(item) != struct_type) {
-                struct_type = Py_TYPE(item);
-                role_offset = member_offset(struct_type, role_name);
-                content_offset = member_offset(struct_type, content_name);
-            }
-            if (role_offset < 0 || content_offset < 0) {
-                fallback = 1;
-                break;
-            }
-            role = *(PyObject **)((char *)item + role_offset);
-            content = *(PyObject **)((char *)item + content_offset);
-            if (role == NULL || content == NULL) {
-                fallback = 1;
-                break;
-            }
+        if (message_fields(item, &struct_type, &role_offset, &content_offset, &role, &content) <
+            0) {
+            fallback = 1;
+            break;
         }
         PyObject *prefix = NULL;
         if (PyUnicode_CheckExact(role)) {
@@ -559,18 +694,32 @@ static PyObject *message_links(PyObject *self, PyObject *args) {
             sha256(buffer, 32 + tail_len, digest);
             covered += text_bytes;
         }
+        if (digests != NULL) {
+            memcpy(PyBytes_AS_STRING(digests) + 32 * i, digest, 32);
+        }
         if (put_link(hashes, cum_bytes, i, digest, covered) < 0) {
             goto fail;
         }
     }
     PyMem_Free(buffer);
     Py_DECREF(seq);
-    return finish_links(hashes, cum_bytes, fallback);
+    if (digests == NULL || fallback) {
+        Py_XDECREF(digests);
+        Py_XDECREF(reused_from);
+        return finish_links(hashes, cum_bytes, fallback);
+    }
+    if (reused_from == NULL) {
+        reused_from = Py_None;
+        Py_INCREF(reused_from);
+    }
+    return Py_BuildValue("(NNNNn)", hashes, cum_bytes, digests, reused_from, start);
 fail:
     PyMem_Free(buffer);
     Py_DECREF(seq);
     Py_XDECREF(hashes);
     Py_XDECREF(cum_bytes);
+    Py_XDECREF(digests);
+    Py_XDECREF(reused_from);
     return NULL;
 }
 

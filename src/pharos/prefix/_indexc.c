@@ -3,8 +3,9 @@
    Why: a 194-link chat's lookup read every link in ~970 instructions each (a tuple index, a
    mask, a bound get, an int hash), most of it the interpreter's; record paid as much again
    per link for its get and move_to_end. Here a link is an int hash and a dict probe. The
-   shards stay OrderedDicts: reads go to the dict under them, every write goes through the
-   OrderedDict's own setitem, popitem and move_to_end so its order is kept.
+   shards stay OrderedDicts: reads go to the dict under them, a new key goes through the
+   OrderedDict's own setitem, popitem and move_to_end so its order is kept; only a held key's
+   new value is stored straight into the dict (see touch).
 
    scan(shards, mask, hashes, i, previous) -> (j, packed) | None
    touch(shards, moves, mask, cap, hashes, fresh, update) -> None
@@ -114,7 +115,11 @@ static PyObject *touch(PyObject *self, PyObject *args) {
         } else {
             Py_DECREF(packed);
         }
-        if (after != held && PyObject_SetItem(shard, hash, after) < 0) goto done;
+        /* The key is held: the dict under the OrderedDict takes the new value in place. For a
+           key it holds, OrderedDict's own setitem is this same dict store plus a second lookup
+           that finds the node already there (no resize, no new node, its order untouched):
+           712 -> ~250 instructions a link (callgrind). New keys still go through its setitem. */
+        if (after != held && PyDict_SetItem(shard, hash, after) < 0) goto done;
         Py_ssize_t number = (Py_ssize_t)(PyLong_AsUnsignedLongLongMask(hash) & mask);
         PyObject *moved = PyObject_CallOneArg(PyTuple_GET_ITEM(moves, number), hash);
         if (moved == NULL) goto done;

@@ -221,13 +221,67 @@ def _other_link(role: object, content: object) -> tuple[bytes, int] | None:
     return _role_field(role_text) + tag + _pack_u64(len(data)) + data, text_bytes
 
 
+MemoEntry = tuple[bytes, int, tuple[object, ...], bytes, tuple[int, ...], tuple[int, ...]]
+"""(h0, text bytes h0 covers, messages, every link's 32-byte digest, hashes, cum_bytes)."""
+
+
+class ChainMemo:
+    """The links of the last few chats, for the messages a new chat repeats byte for byte: a
+    chat client sends the whole conversation again on every turn, so its next request repeats
+    all but the newest messages (compare.py's 32 KiB chats: 193 of 194). The C build compares
+    their raw bytes (memcmp) instead of unescaping and hashing them again; the links are the
+    ones it would have computed, so routing never depends on what the memo held.
+
+    A chat's entry keeps its body alive (its raw contents are slices of it) and, per message, a
+    decoded Struct, a digest and two links: counted as ENTRY_BYTES_PER_MESSAGE more than the body,
+    an entry holds at most `max_entry_bytes`, the memo at most `entries` of them (8 MiB). One per
+    Proxy; not for use across threads."""
+
+    __slots__ = ("_entries", "_max_entries", "_max_entry_bytes")
+
+    ENTRY_BYTES_PER_MESSAGE = 160
+    """A kept message: its Struct and Raw (~100 bytes), its digest (32) and two ints in tuples."""
+
+    def __init__(self, entries: int = 8, max_entry_bytes: int = 1 << 20) -> None:
+        if entries < 1:
+            raise ValueError(f"a chain memo needs at least 1 entry, got {entries}")
+        self._entries: list[MemoEntry] = []
+        self._max_entries = entries
+        self._max_entry_bytes = max_entry_bytes
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def takes(self, body_bytes: int, messages: int) -> bool:
+        """Whether a chat of this body and this many messages may be kept."""
+        return body_bytes + messages * self.ENTRY_BYTES_PER_MESSAGE <= self._max_entry_bytes
+
+    @property
+    def entries(self) -> list[MemoEntry]:
+        """Most recent first; message_links reads them and never writes."""
+        return self._entries
+
+    def keep(self, entry: MemoEntry, reused: MemoEntry | None, reused_links: int) -> None:
+        """The new chat's entry first; the one it repeated whole goes (the new one holds it)."""
+        entries = self._entries
+        if reused is not None and reused_links == len(reused[4]):
+            entries.remove(reused)
+        entries.insert(0, entry)
+        del entries[self._max_entries :]
+
+
 def chain_for_messages(
-    model: str, tools: bytes | msgspec.Raw | None, messages: Sequence[object]
+    model: str,
+    tools: bytes | msgspec.Raw | None,
+    messages: Sequence[object],
+    memo: ChainMemo | None = None,
+    body_bytes: int = 0,
 ) -> Chain | None:
     """chain_for_chat's chain, read by the C build from the decoded messages themselves: objects
     with `role` (any JSON value) and `content` (msgspec.Raw of the field, or decoded), or
     (role, content) pairs. A raw JSON string content is hashed as its decoded text, anything
-    else as chain_for_chat hashes the value msgspec decodes from it.
+    else as chain_for_chat hashes the value msgspec decodes from it. With `memo`, the messages
+    an earlier chat of the memo repeats take its links (`body_bytes`: the body they came in).
 
     None without the C build or when a content doesn't decode: the caller then decodes the
     contents itself and calls chain_for_chat (parse.py's strict path)."""
@@ -238,10 +292,20 @@ def chain_for_messages(
     tools_bytes = None if tools is None else bytes(tools)
     previous = _root(_KIND_CHAT, model, tools_bytes)
     tools_text_bytes = _tools_text_bytes(tools_bytes)
-    links = _native_messages(
-        previous, messages, _KNOWN_TEXT_PREFIXES, tools_text_bytes, _other_link
+    if memo is None or _native_memo_messages is None or not memo.takes(body_bytes, len(messages)):
+        links = _native_messages(
+            previous, messages, _KNOWN_TEXT_PREFIXES, tools_text_bytes, _other_link
+        )
+        return None if links is None else Chain(links[0], links[1], tools_text_bytes)
+    kept = tuple(messages)
+    found = _native_memo_messages(
+        previous, kept, _KNOWN_TEXT_PREFIXES, tools_text_bytes, _other_link, memo.entries
     )
-    return None if links is None else Chain(links[0], links[1], tools_text_bytes)
+    if found is None:
+        return None
+    hashes, cum_bytes, digests, reused, reused_links = found
+    memo.keep((previous, tools_text_bytes, kept, digests, hashes, cum_bytes), reused, reused_links)
+    return Chain(hashes, cum_bytes, tools_text_bytes)
 
 
 def python_links(previous: bytes, messages: Sequence[tuple[str, object]], covered: int) -> Links:
@@ -270,6 +334,12 @@ NativeLinks = Callable[[bytes, Sequence[tuple[str, object]], dict[str, bytes], i
 OtherLink = Callable[[object, object], tuple[bytes, int] | None]
 NativeMessageLinks = Callable[
     [bytes, Sequence[object], dict[str, bytes], int, OtherLink | None], Links | None
+]
+MemoLinks = tuple[tuple[int, ...], tuple[int, ...], bytes, MemoEntry | None, int]
+"""message_links with a memo: (hashes, cum_bytes, digests, the entry used, links it gave)."""
+NativeMemoLinks = Callable[
+    [bytes, Sequence[object], dict[str, bytes], int, OtherLink | None, list[MemoEntry]],
+    MemoLinks | None,
 ]
 
 PURE_ENV = "PHAROS_PURE_PYTHON"
@@ -347,7 +417,42 @@ def _load_native_messages() -> NativeMessageLinks | None:
     return native
 
 
+def _load_native_memo(native: NativeMessageLinks | None) -> NativeMemoLinks | None:
+    """message_links with a memo, used only when it gives python_links' links on the sample
+    both from an empty memo and from one holding the sample with another last message."""
+    if native is None:
+        return None
+    with_memo = cast(NativeMemoLinks, native)
+    roles: list[object] = ["system", "user", "assistant", "odd-role", 7, "tool"]
+    messages = tuple(
+        _SelfCheckMessage(role, msgspec.Raw(raw))
+        for role, raw in zip(roles, _SELF_CHECK_RAW, strict=True)
+    )
+    pairs = [
+        (role if isinstance(role, str) else "", _any_decoder.decode(raw))
+        for role, raw in zip(roles, _SELF_CHECK_RAW, strict=True)
+    ]
+    previous = _root(_KIND_CHAT, "self-check", None)
+    edited = (*messages[:-1], _SelfCheckMessage("tool", msgspec.Raw(b'"edited"')))
+    entries: list[MemoEntry] = []
+    reused = -1
+    links: Links = ((), ())
+    for chat in (edited, messages):
+        try:
+            found = with_memo(previous, chat, _KNOWN_TEXT_PREFIXES, 7, _other_link, entries)
+        except TypeError:  # a C build older than the memo: no sixth argument
+            return None
+        if found is None:
+            return None
+        entries.insert(0, (previous, 7, chat, found[2], found[0], found[1]))
+        links, reused = (found[0], found[1]), found[4]
+    if links != python_links(previous, pairs, 7) or reused != len(messages) - 1:
+        return None
+    return with_memo
+
+
 _native_messages = _load_native_messages()
+_native_memo_messages = _load_native_memo(_native_messages)
 MESSAGE_LINKS = _native_messages is not None
 """chain_for_messages can chain a chat (the C build's message_links loaded and agreeing)."""
 IMPLEMENTATION = "c" if _native_links is not None else "python"

@@ -29,7 +29,7 @@ from pharos.proxy.errors import (
 )
 from pharos.proxy.forward import Exchange, Forwarder
 from pharos.proxy.keys import KeyRing
-from pharos.proxy.parse import ask_for_usage, parse_request
+from pharos.proxy.parse import ChainMemo, ask_for_usage, parse_request
 from pharos.proxy.pool import UpstreamClient
 from pharos.proxy.request_id import RequestIds, request_id_of
 from pharos.proxy.upstream import Route
@@ -154,6 +154,7 @@ class Proxy:
         self.on_done = on_done
         self.options = options
         self.inflight_streams = 0
+        self._chains = ChainMemo()  # the last chats' links: a chat's next turn repeats them
         self._forwarder = Forwarder(
             clock=clock,
             upstream=upstream,
@@ -287,7 +288,9 @@ class Proxy:
             key = self.authenticate(request)
             record.key = key.name
             body = await self._read_body(request)
-            parsed = parse_request(body, route=route.parse_as, stream_default=route.ollama_native)
+            parsed = parse_request(
+                body, route=route.parse_as, stream_default=route.ollama_native, memo=self._chains
+            )
             record.model = parsed.model
             self._admit(key, parsed.model)
             record.decide("admission", "ok")
