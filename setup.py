@@ -36,6 +36,7 @@ COMPILED = [
     "src/pharos/sched/scheduler.py",
     "src/pharos/sched/fairqueue.py",
     "src/pharos/sched/prefills.py",
+    "src/pharos/sched/held_affinity.py",
     "src/pharos/prefix/index.py",
     "src/pharos/state/view.py",
     "src/pharos/state/views.py",

@@ -30,6 +30,7 @@ COMPILED: dict[str, tuple[str, ...]] = {
         "scheduler",
         "fairqueue",
         "prefills",
+        "held_affinity",
     ),
     "pharos.prefix": ("index",),
     "pharos.state": ("view", "views"),
