@@ -13,7 +13,7 @@ from pathlib import Path
 import aiohttp
 from aiohttp import web
 
-from pharos.fakeengine import FakeEngine
+from pharos.fakeengine import FakeEngine, FakeVLLM, no_sleep, serve
 
 PHAROS = str(Path(sys.executable).parent / "pharos")
 WAIT_S = 20.0
@@ -96,6 +96,32 @@ async def pharos_process(*args: str) -> AsyncIterator[PharosProcess]:
         yield process
     finally:
         await process.close()
+
+
+CHAT_BODY = {"model": "qwen2.5-0.5b", "messages": [{"role": "user", "content": "hi"}]}
+"""A chat for FakeVLLM's one model."""
+
+
+@contextlib.asynccontextmanager
+async def pharos_before_fake_vllm(
+    *flags: str,
+) -> AsyncIterator[tuple[PharosProcess, str, str]]:
+    """A real `pharos serve` discovering one FakeVLLM, ready and answering /healthz:
+    (the process, Pharos's base URL, the engine's URL)."""
+    async with serve(FakeVLLM(sleep=no_sleep)) as engine:
+        port = free_port()
+        base = f"http://127.0.0.1:{port}"
+        async with pharos_process(
+            "serve",
+            "--listen",
+            f"127.0.0.1:{port}",
+            "--discover-ports",
+            engine.rsplit(":", 1)[1],
+            *flags,
+        ) as process:
+            await process.wait_for_line("ready: 1 backends")
+            assert await poll_status(f"{base}/healthz", lambda s: s == 200) == 200
+            yield process, base, engine
 
 
 async def get_status(url: str) -> int | None:

@@ -8,35 +8,21 @@ import signal
 import aiohttp
 import pytest
 
-from pharos.fakeengine import FakeVLLM, no_sleep, serve
-from tests.cmd.serve_procs import free_port, pharos_process, poll_status
+from tests.cmd.serve_procs import CHAT_BODY, pharos_before_fake_vllm
 
 
 async def served_requests(*flags: str) -> str:
-    async with serve(FakeVLLM(sleep=no_sleep)) as engine:
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        async with pharos_process(
-            "serve",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--discover-ports",
-            engine.rsplit(":", 1)[1],
-            *flags,
-        ) as process:
-            await process.wait_for_line("ready: 1 backends")
-            assert await poll_status(f"{base}/healthz", lambda s: s == 200) == 200
-            body = {"model": "qwen2.5-0.5b", "messages": [{"role": "user", "content": "hi"}]}
-            async with aiohttp.ClientSession() as client:
-                for _ in range(2):
-                    async with client.post(f"{base}/v1/chat/completions", json=body) as reply:
-                        assert reply.status == 200
-                        assert reply.headers["X-Request-Id"]
-            process.signal(signal.SIGTERM)
-            assert await process.wait() == 0
-            line = f"backend {engine}: vllm 0.30.0, up, 1 models"
-            assert line in process.output, process.output
-            assert "policy cost, no keys" in process.output
+    async with pharos_before_fake_vllm(*flags) as (process, base, engine):
+        async with aiohttp.ClientSession() as client:
+            for _ in range(2):
+                async with client.post(f"{base}/v1/chat/completions", json=CHAT_BODY) as reply:
+                    assert reply.status == 200
+                    assert reply.headers["X-Request-Id"]
+        process.signal(signal.SIGTERM)
+        assert await process.wait() == 0
+        line = f"backend {engine}: vllm 0.30.0, up, 1 models"
+        assert line in process.output, process.output
+        assert "policy cost, no keys" in process.output
     assert "Traceback" not in process.output
     return process.output
 

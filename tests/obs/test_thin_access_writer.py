@@ -16,10 +16,9 @@ import aiohttp
 import pytest
 
 from pharos.cmd.serve import LOG_FORMAT
-from pharos.fakeengine import FakeVLLM, no_sleep, serve
 from pharos.obs.access import AccessLog
 from pharos.obs.logfmt import LineFormatter
-from tests.cmd.serve_procs import free_port, pharos_process, poll_status
+from tests.cmd.serve_procs import CHAT_BODY, pharos_before_fake_vllm
 
 WALL_S = 1764654321.5678  # 2025-12-02, a fractional second: msecs are printed
 LINE = "access method=POST path=/v1/chat/completions route=chat status=200 id=abc"
@@ -129,30 +128,18 @@ async def test_lines_held_for_one_handler_go_there_before_a_new_setup_takes_over
 
 async def test_a_real_serve_under_concurrency_writes_one_whole_line_per_request() -> None:
     requests = 96
-    async with serve(FakeVLLM(sleep=no_sleep)) as engine:
-        port = free_port()
-        base = f"http://127.0.0.1:{port}"
-        async with pharos_process(
-            "serve",
-            "--listen",
-            f"127.0.0.1:{port}",
-            "--discover-ports",
-            engine.rsplit(":", 1)[1],
-        ) as process:
-            await process.wait_for_line("ready: 1 backends")
-            assert await poll_status(f"{base}/healthz", lambda s: s == 200) == 200
-            body = {"model": "qwen2.5-0.5b", "messages": [{"role": "user", "content": "hi"}]}
-            async with aiohttp.ClientSession() as client:
+    async with pharos_before_fake_vllm() as (process, base, _engine):
+        async with aiohttp.ClientSession() as client:
 
-                async def one() -> str:
-                    async with client.post(f"{base}/v1/chat/completions", json=body) as reply:
-                        assert reply.status == 200
-                        await reply.read()
-                        return reply.headers["X-Request-Id"]
+            async def one() -> str:
+                async with client.post(f"{base}/v1/chat/completions", json=CHAT_BODY) as reply:
+                    assert reply.status == 200
+                    await reply.read()
+                    return reply.headers["X-Request-Id"]
 
-                ids = await asyncio.gather(*(one() for _ in range(requests)))
-            process.signal(signal.SIGTERM)
-            assert await process.wait() == 0
+            ids = await asyncio.gather(*(one() for _ in range(requests)))
+        process.signal(signal.SIGTERM)
+        assert await process.wait() == 0
     access = [line for line in process.lines if "logger=pharos.access" in line]
     assert len(access) == requests, process.output
     pattern = re.compile(

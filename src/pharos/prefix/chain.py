@@ -391,6 +391,21 @@ _SELF_CHECK_RAW = [
 ]
 
 
+def _self_check_sample() -> tuple[tuple[_SelfCheckMessage, ...], list[tuple[str, object]]]:
+    """The import-time sample both native message checks chain: message Structs with raw
+    contents, and the (role, decoded content) pairs python_links reads for the same messages."""
+    roles: list[object] = ["system", "user", "assistant", "odd-role", 7, "tool"]
+    messages = tuple(
+        _SelfCheckMessage(role, msgspec.Raw(raw))
+        for role, raw in zip(roles, _SELF_CHECK_RAW, strict=True)
+    )
+    pairs = [
+        (role if isinstance(role, str) else "", _any_decoder.decode(raw))
+        for role, raw in zip(roles, _SELF_CHECK_RAW, strict=True)
+    ]
+    return messages, pairs
+
+
 def _load_native_messages() -> NativeMessageLinks | None:
     """message_links, used only when it gives python_links' links over msgspec's decode of a
     sample (escapes, raw UTF-8, parts, null, an odd role), like chat_links above."""
@@ -400,15 +415,7 @@ def _load_native_messages() -> NativeMessageLinks | None:
     native = cast(NativeMessageLinks | None, getattr(module, "message_links", None))
     if native is None:
         return None
-    roles: list[object] = ["system", "user", "assistant", "odd-role", 7, "tool"]
-    messages = [
-        _SelfCheckMessage(role, msgspec.Raw(raw))
-        for role, raw in zip(roles, _SELF_CHECK_RAW, strict=True)
-    ]
-    pairs = [
-        (role if isinstance(role, str) else "", _any_decoder.decode(raw))
-        for role, raw in zip(roles, _SELF_CHECK_RAW, strict=True)
-    ]
+    messages, pairs = _self_check_sample()
     previous = _root(_KIND_CHAT, "self-check", None)
     if native(previous, messages, _KNOWN_TEXT_PREFIXES, 7, _other_link) != python_links(
         previous, pairs, 7
@@ -423,15 +430,7 @@ def _load_native_memo(native: NativeMessageLinks | None) -> NativeMemoLinks | No
     if native is None:
         return None
     with_memo = cast(NativeMemoLinks, native)
-    roles: list[object] = ["system", "user", "assistant", "odd-role", 7, "tool"]
-    messages = tuple(
-        _SelfCheckMessage(role, msgspec.Raw(raw))
-        for role, raw in zip(roles, _SELF_CHECK_RAW, strict=True)
-    )
-    pairs = [
-        (role if isinstance(role, str) else "", _any_decoder.decode(raw))
-        for role, raw in zip(roles, _SELF_CHECK_RAW, strict=True)
-    ]
+    messages, pairs = _self_check_sample()
     previous = _root(_KIND_CHAT, "self-check", None)
     edited = (*messages[:-1], _SelfCheckMessage("tool", msgspec.Raw(b'"edited"')))
     entries: list[MemoEntry] = []

@@ -224,32 +224,25 @@ class UsageBook:
         slot = (origin, key, model)
         cells = self._buckets.setdefault((kind, bucket), {})
         old = cells.get(slot)
-        if old is None:
-            cell = Cell(
-                origin,
-                kind,
-                bucket,
-                key,
-                model,
-                requests,
-                prompt_tokens,
-                cached_tokens,
-                completion_tokens,
-                unmetered,
-            )
+        if old is not None:
+            requests_before, prompt_before = old.requests, old.prompt_tokens
+            cached_before, completion_before = old.cached_tokens, old.completion_tokens
+            unmetered_before = old.unmetered
         else:
-            cell = Cell(
-                origin,
-                kind,
-                bucket,
-                key,
-                model,
-                old.requests + requests,
-                old.prompt_tokens + prompt_tokens,
-                old.cached_tokens + cached_tokens,
-                old.completion_tokens + completion_tokens,
-                old.unmetered + unmetered,
-            )
+            requests_before = prompt_before = cached_before = completion_before = 0
+            unmetered_before = 0
+        cell = Cell(
+            origin,
+            kind,
+            bucket,
+            key,
+            model,
+            requests_before + requests,
+            prompt_before + prompt_tokens,
+            cached_before + cached_tokens,
+            completion_before + completion_tokens,
+            unmetered_before + unmetered,
+        )
         cells[slot] = cell
         self._note_change(kind, bucket, key, model)
         if kind == DAY:
