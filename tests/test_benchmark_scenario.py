@@ -43,6 +43,22 @@ def test_the_real_engine_scenario_serves_turns_through_pharos_and_direct_on_fake
     assert rows[0][4] == rows[1][4]  # the same planned turns under both policies
 
 
+@pytest.mark.timeout(120)
+def test_with_a_key_per_user_every_turn_through_pharos_is_authenticated_and_served() -> None:
+    """--key-per-user: Pharos gets one key per user and each user sends theirs. A turn whose
+    key Pharos refused would fail and end its conversation, so through Pharos the same turns
+    are served as straight to the engines (sticky, no keys), none failed."""
+    done = _scenario("--fleet", "fake", "--duration", "6", "--users", "3", "--key-per-user",
+                     "--policies", "pharos-cost,sticky")  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "a key per user" in done.stdout
+    rows = [line.strip("| ").split(" | ") for line in done.stdout.splitlines()]
+    rows = [r for r in rows if r[0] in ("pharos-cost", "sticky")]
+    assert [r[0] for r in rows] == ["pharos-cost", "sticky"], done.stdout
+    assert int(rows[0][4].split()[0]) > 0 and rows[0][4] == rows[1][4], rows
+    assert "failed" not in rows[0][4] and "HTTP" not in done.stderr, (rows, done.stderr[-2000:])
+
+
 def test_the_scenario_without_engines_says_which_script_installs_them() -> None:
     done = _scenario("--fleet", "equal", env={"PHAROS_ENGINE_CACHE": "/nonexistent/engines"})
     assert done.returncode == 2

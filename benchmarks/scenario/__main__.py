@@ -85,6 +85,12 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
         help="send the engine's own reply back as the assistant message, as chat UIs do "
         "(default: the session's answer, the same history under every policy)",
     )
+    parser.add_argument(
+        "--key-per-user",
+        action="store_true",
+        help="Pharos runs with one API key per user, each user sending theirs, as a team gives "
+        "each person a key (default: no keys, every client one anonymous key)",
+    )
     parser.add_argument("--out", type=Path, help="also append every turn to this JSON-lines file")
     parser.add_argument(
         "--logs", type=Path, help="keep the engines' logs here (default: a temp dir)"
@@ -125,7 +131,8 @@ async def _fleet(args: argparse.Namespace, name: str, log_dir: Path) -> None:
         f"\n### fleet {name}: {fleet.about}\n"
         f"{os.cpu_count()} cores; {args.users} users back to back, {args.sessions} sessions "
         f"(seed {args.seed}, at most {max(len(c.turns) for c in convs)} turns each, think "
-        f"x{args.think_scale:g}{', replies echoed' if args.echo else ''}), "
+        f"x{args.think_scale:g}{', replies echoed' if args.echo else ''}"
+        f"{', a key per user' if args.key_per_user else ''}), "
         f"{args.duration:.0f} s per policy; "
         f"pharos from {Path(pharos.__file__).parent}",
         flush=True,
@@ -137,7 +144,14 @@ async def _fleet(args: argparse.Namespace, name: str, log_dir: Path) -> None:
             print(f"  {name} run {repeat + 1}: {policy} for {args.duration:.0f} s", file=sys.stderr)
             tag = f"{name}-{repeat}-{policy}"
             run = await run_policy(
-                policy, fleet, convs, args.duration, log_dir, tag, echo=args.echo
+                policy,
+                fleet,
+                convs,
+                args.duration,
+                log_dir,
+                tag,
+                echo=args.echo,
+                key_per_user=args.key_per_user,
             )
             runs.append(run)
             if args.out is not None:

@@ -9,6 +9,7 @@ leaves the stream whole (Pharos strips the usage chunk, timings included, when i
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import sys
 import time
@@ -64,16 +65,25 @@ def body_bytes(model: str, messages: list[dict[str, str]], max_tokens: int, esca
     return json.dumps(body, ensure_ascii=escaped).encode()
 
 
+def user_key(user: str) -> str:
+    """The API key `--key-per-user` gives a user: fixed per name, so every run and policy
+    sends the same one (Pharos stores only its SHA-256)."""
+    return "sk-scenario-" + hashlib.sha256(user.encode()).hexdigest()[:32]
+
+
 async def chat(
-    http: aiohttp.ClientSession, base: str, body: bytes, request_id: str
+    http: aiohttp.ClientSession, base: str, body: bytes, request_id: str, key: str | None = None
 ) -> tuple[Reply, str | None]:
-    """One streamed chat; returns the reply and the X-Request-Id the server echoed."""
+    """One streamed chat; returns the reply and the X-Request-Id the server echoed. `key`:
+    sent as `Authorization: Bearer`."""
     sent = time.perf_counter()
     ttft: float | None = None
     cached = prefilled = None
     prompt_ms: float | None = None
     pieces: list[str] = []
     headers = {"Content-Type": "application/json", "X-Request-Id": request_id}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
     async with http.post(base + "/v1/chat/completions", data=body, headers=headers) as reply:
         if reply.status != 200:
             await reply.read()
@@ -119,12 +129,15 @@ async def replay(
     end_at: float,
     out: list[TurnResult],
     echo: bool = False,
+    keyed: bool = False,
 ) -> None:
     """Replay one user's conversations in order; a failed turn ends its conversation (its
     history would differ from every other policy's) and the user goes on to the next.
     `echo`: the history holds the reply the engine generated, as chat UIs send it back;
-    else the session's own (ShareGPT's answer: the same history under every policy)."""
+    else the session's own (ShareGPT's answer: the same history under every policy).
+    `keyed`: each user sends their own key (user_key), the bypassing client none."""
     for conv in mine:
+        key = user_key(conv.user) if keyed and not conv.bypasses_router else None
         if conv.start_s is not None and not await _sleep_until(started + conv.start_s, end_at):
             return
         messages = [{"role": "system", "content": conv.system}]
@@ -136,7 +149,7 @@ async def replay(
             base = route(conv)
             body = body_bytes(conv.model, messages, turn.max_tokens, conv.json_escaped)
             try:
-                reply, _ = await chat(http, base, body, request_id)
+                reply, _ = await chat(http, base, body, request_id, key)
             except (aiohttp.ClientError, TimeoutError) as err:
                 print(
                     f"  {policy} {conv.user} turn {number}: {type(err).__name__}", file=sys.stderr

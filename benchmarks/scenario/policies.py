@@ -21,7 +21,7 @@ from pathlib import Path
 
 import aiohttp
 import msgspec
-from benchmarks.scenario.client import REQUEST_TIMEOUT_S, Route, TurnResult, replay
+from benchmarks.scenario.client import REQUEST_TIMEOUT_S, Route, TurnResult, replay, user_key
 from benchmarks.scenario.conversations import Conversation
 from benchmarks.scenario.fleets import Fleet, fleet_running, model_loads
 
@@ -74,6 +74,7 @@ async def _traffic(
     http: aiohttp.ClientSession,
     duration_s: float,
     echo: bool,
+    keyed: bool = False,
 ) -> list[TurnResult]:
     by_user: dict[str, list[Conversation]] = {}
     for conv in conversations:
@@ -83,7 +84,7 @@ async def _traffic(
     end_at = started + OVERRUN_FACTOR * duration_s
     await asyncio.gather(
         *(
-            replay(policy, mine, route, http, started, end_at, out, echo)
+            replay(policy, mine, route, http, started, end_at, out, echo, keyed)
             for mine in by_user.values()
         )
     )
@@ -98,14 +99,19 @@ async def run_policy(
     log_dir: Path,
     tag: str,
     echo: bool = False,
+    key_per_user: bool = False,
 ) -> PolicyRun:
+    """`key_per_user`: Pharos runs with one API key per user and each user sends theirs (as a
+    team gives each person a key); without it every client is Pharos's one anonymous key."""
     async with fleet_running(fleet, log_dir, tag) as bases:
         timeout = aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)
         async with aiohttp.ClientSession(timeout=timeout) as http:
             load_before = os.getloadavg()[0]
             began = time.monotonic()
             if policy.startswith("pharos-"):
-                turns = await _through_pharos(policy, bases, conversations, http, duration_s, echo)
+                turns = await _through_pharos(
+                    policy, bases, conversations, http, duration_s, echo, key_per_user
+                )
             else:
                 route = _direct_route(policy, bases, bases[0])
                 turns = await _traffic(policy, conversations, route, http, duration_s, echo)
@@ -123,6 +129,7 @@ async def _through_pharos(
     http: aiohttp.ClientSession,
     duration_s: float,
     echo: bool,
+    key_per_user: bool,
 ) -> list[TurnResult]:
     served: dict[str, RequestDone] = {}
 
@@ -131,7 +138,14 @@ async def _through_pharos(
             served[done.request_id] = done
 
     specs = [BackendSpec(url=base, kind=Kind.LLAMACPP) for base in bases]
-    config = msgspec.convert({"policy": policy.removeprefix("pharos-")}, Config)
+    users = sorted({conv.user for conv in conversations if not conv.bypasses_router})
+    keys = [
+        {"name": user, "sha256": hashlib.sha256(user_key(user).encode()).hexdigest()}
+        for user in users
+    ]
+    config = msgspec.convert(
+        {"policy": policy.removeprefix("pharos-"), "keys": keys if key_per_user else []}, Config
+    )
     pharos = Pharos(config, backends=specs, options=RuntimeOptions(on_done=on_done))
     async with running(pharos) as pharos_base:
         if not await pharos.wait_ready(READY_TIMEOUT_S):
@@ -140,7 +154,9 @@ async def _through_pharos(
         def base_for(conv: Conversation) -> str:
             return bases[0] if conv.bypasses_router else pharos_base
 
-        turns = await _traffic(policy, conversations, base_for, http, duration_s, echo)
+        turns = await _traffic(
+            policy, conversations, base_for, http, duration_s, echo, key_per_user
+        )
     return [
         t if t.sent_to != pharos_base else _as_served(t, served.get(t.request_id)) for t in turns
     ]
