@@ -4,23 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from pharos.policy import DEFAULT_CONFIG, Candidate, RouteReq, pick
+from pharos.policy import DEFAULT_CONFIG, RouteReq, pick
 from pharos.policy.cost import score_candidates
+from tests.policy.candidates import cand
 
 REQ = RouteReq(prompt_tokens=1000, seed=0)
-
-
-def cand(target_id: int, **kw: object) -> Candidate:
-    base: dict[str, object] = {
-        "target_id": target_id,
-        "capacity": 2,
-        "free_slots": 2,
-        "warm": True,
-        "prefill_s_per_token": 0.001,
-        "service_s": 4.0,
-    }
-    base.update(kw)
-    return Candidate(**base)  # type: ignore[arg-type]
 
 
 # free_slots, engine_queued_s: the wait the score adds
