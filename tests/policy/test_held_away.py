@@ -6,24 +6,12 @@ import dataclasses
 
 import pytest
 
-from pharos.policy import DEFAULT_CONFIG, Candidate, RouteReq, pick
+from pharos.policy import DEFAULT_CONFIG, RouteReq, pick
 from pharos.policy.cost import HOME_QUEUED_S, score_candidates
+from tests.policy.candidates import cand
 
 AWAY_S = DEFAULT_CONFIG.away_s
 OFF = dataclasses.replace(DEFAULT_CONFIG, away_s=0.0)
-
-
-def cand(target_id: int, **kw: object) -> Candidate:
-    base: dict[str, object] = {
-        "target_id": target_id,
-        "capacity": 2,
-        "free_slots": 2,
-        "warm": True,
-        "prefill_s_per_token": 0.001,
-        "service_s": 4.0,
-    }
-    base.update(kw)
-    return Candidate(**base)  # type: ignore[arg-type]
 
 
 def test_only_the_targets_off_home_are_charged_and_the_charge_is_in_the_estimate() -> None:
@@ -98,3 +86,12 @@ def test_a_home_the_engine_lately_queued_at_is_no_home(
     home = cand(1, engine_queued_s=queued_s)
     scores = score_candidates(RouteReq(1000, 0, home_target_id=1), [home, cand(2)], DEFAULT_CONFIG)
     assert scores[1].away_s == (AWAY_S if charged else 0.0)
+
+
+def test_a_home_that_is_not_a_candidate_charges_nobody() -> None:
+    """The key's home serves another model, or is excluded on a retry: no target is charged,
+    so the estimates stay what they are without a home."""
+    request = RouteReq(1000, 0, home_target_id=9)
+    scores = score_candidates(request, [cand(1), cand(2)], DEFAULT_CONFIG)
+    assert [s.away_s for s in scores] == [0.0, 0.0]
+    assert [s.est_ttft_s for s in scores] == pytest.approx([1.0, 1.0])

@@ -215,14 +215,16 @@ def scan(
     feasible_count = 0
     rework_weight = config.rework_weight
     evict_weight = config.evict_weight
-    away_charge = config.away_s if home >= 0 else 0.0
+    # no charge unless the home is a candidate (it may not serve this model, or be excluded
+    # on a retry): charging every target alike would only inflate the estimates
+    away_charge = 0.0
     home_per_token = -1.0
-    if away_charge > 0:
+    if home >= 0 and config.away_s > 0:
         for c in candidates:
             if c.target_id == home:
                 queued = c.engine_queued_s
-                if queued is not None and queued >= HOME_QUEUED_S:
-                    away_charge = 0.0
+                if queued is None or queued < HOME_QUEUED_S:
+                    away_charge = config.away_s
                 known = c.prefill_s_per_token
                 if known is not None:
                     home_per_token = known
