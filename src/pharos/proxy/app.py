@@ -28,10 +28,11 @@ from pharos.proxy.errors import (
     model_not_found,
 )
 from pharos.proxy.forward import Exchange, Forwarder
+from pharos.proxy.frontside import AiohttpSide, ClientSide
 from pharos.proxy.keys import KeyRing
 from pharos.proxy.parse import ChainMemo, ask_for_usage, parse_request
 from pharos.proxy.pool import UpstreamClient
-from pharos.proxy.request_id import RequestIds, request_id_of
+from pharos.proxy.request_id import RequestIds
 from pharos.proxy.upstream import Route
 from pharos.sched import Scheduler
 from pharos.state import State
@@ -277,17 +278,28 @@ class Proxy:
         )
 
     async def _inference(self, request: web.Request, route: Route) -> web.StreamResponse:
+        """An inference route through aiohttp's server (its test clients, handed-off
+        connections); proxy/front.py calls `serve` itself."""
+        side = AiohttpSide(request, self._request_ids)
+        await self.serve(side, route)
+        assert side.response is not None
+        return side.response
+
+    async def serve(self, client: ClientSide, route: Route) -> int:
+        """One inference request, its reply sent through `client`; returns the status."""
         record = RequestRecord(
             route=route.name,
             started_s=self.clock.now(),
-            request_id=request_id_of(request, self._request_ids),
+            request_id=client.request_id(),
         )
         status = 500
         self.inflight_streams += 1
         try:
-            key = self.authenticate(request)
+            key = self.keys.authenticate_headers(
+                client.header("Authorization"), client.header("x-api-key"), client.path
+            )
             record.key = key.name
-            body = await self._read_body(request)
+            body = await client.read_body(self.options.max_body_bytes, self.options.body_read_s)
             parsed = parse_request(
                 body, route=route.parse_as, stream_default=route.ollama_native, memo=self._chains
             )
@@ -302,24 +314,25 @@ class Proxy:
                     body = ask_for_usage(body, has_stream_options=parsed.has_stream_options)
                     strip = True
                     record.decide("usage", "pharos_asked")
-            response = await self._forwarder.run(
-                Exchange(request, route, key, parsed, body, strip, record)
+            status = await self._forwarder.run(
+                Exchange(client, route, key, parsed, body, strip, record)
             )
-            status = response.status
-            return response
+            return status
         except ClientError as err:
             status = err.status
             if err.outcome is not None:
                 record.decide(*err.outcome)
-            return error_response_for(err, request.path)
+            client.error(err)
+            return status
         except asyncio.CancelledError:
             status = 499
             raise
         except Exception:
-            log.exception("proxy error on %s", request.path)
+            log.exception("proxy error on %s", client.path)
             status = 500
             record.decide("upstream", "pharos_error")
-            return error_response_for(PHAROS_ERROR, request.path)
+            client.error(PHAROS_ERROR)
+            return status
         finally:
             self.inflight_streams -= 1
             self.on_done(finish(record, status, self.clock.now(), self.clock.time()))

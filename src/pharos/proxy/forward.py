@@ -16,7 +16,6 @@ from collections.abc import Callable
 
 import aiohttp
 import msgspec
-from aiohttp import web
 
 from pharos.clock import Clock
 from pharos.engine.types import Kind
@@ -24,6 +23,7 @@ from pharos.engine.usage import Usage
 from pharos.proxy.auth import KeyEntry
 from pharos.proxy.done import RequestRecord
 from pharos.proxy.errors import ClientError, model_not_found, queue_full, unavailable
+from pharos.proxy.frontside import ClientSide
 from pharos.proxy.parse import ParsedRequest, rename_model
 from pharos.proxy.pool import Reply, UpstreamClient
 from pharos.proxy.rename import ReplyRename
@@ -32,12 +32,10 @@ from pharos.proxy.upstream import (
     CLIENT_LEFT,
     NO_REPLY,
     Refusal,
-    ReplyHead,
     Route,
     UpstreamDied,
     UpstreamIdle,
-    cut_client,
-    forward_headers,
+    forward_header_pairs,
     no_usage,
     not_on_ollama,
     refusal_message,
@@ -70,7 +68,7 @@ class Exchange(msgspec.Struct):
     Built by the app once the request is admitted; every attempt reads and fills it. A mutable
     msgspec Struct, as RequestRecord: cheaper to build than a dataclass."""
 
-    request: web.Request
+    client: ClientSide
     route: Route
     key: KeyEntry
     parsed: ParsedRequest
@@ -114,7 +112,8 @@ class Forwarder:
             raise not_on_ollama(model)
         return excluded
 
-    async def run(self, ex: Exchange) -> web.StreamResponse:
+    async def run(self, ex: Exchange) -> int:
+        """The reply's status, sent through `ex.client`; ClientError for Pharos's own refusals."""
         parsed, record = ex.parsed, ex.record
         ex.excluded = self._excluded_for(ex.route, parsed.model)
         seed = self._rng.getrandbits(64)
@@ -135,11 +134,11 @@ class Forwarder:
                 raise waited_in_vain(failure) from None
             except UnknownModel:
                 if ex.refusal is not None:
-                    return self._refused(ex.refusal, ex.route)
+                    return self._refused(ex.refusal, ex)
                 raise model_not_found(parsed.model) from None
             except Unavailable:
                 if ex.refusal is not None:
-                    return self._refused(ex.refusal, ex.route)
+                    return self._refused(ex.refusal, ex)
                 raise unavailable(parsed.model) from None
             except QueueFull:
                 raise queue_full() from None
@@ -155,16 +154,17 @@ class Forwarder:
                 raise
             finally:
                 lease.release(NO_REPLY)  # a no-op unless an unexpected error skipped it
-            if isinstance(outcome, web.StreamResponse):
+            if isinstance(outcome, int):
                 return outcome
             ex.refusal = outcome if outcome is not None else ex.refusal
             ex.excluded.add(lease.target.target_id)
         if ex.refusal is None:
             raise unavailable(parsed.model)
-        return self._refused(ex.refusal, ex.route)
+        return self._refused(ex.refusal, ex)
 
-    def _refused(self, refusal: Refusal, route: Route) -> web.StreamResponse:
+    def _refused(self, refusal: Refusal, ex: Exchange) -> int:
         """The engine's own answer when no other target took the retry."""
+        route = ex.route
         if route.coding_agent and refusal.status == 404:
             raise ClientError(
                 400,
@@ -175,9 +175,8 @@ class Forwarder:
                 None,
                 ("upstream", "error_status"),
             )
-        return web.Response(
-            status=refusal.status, body=refusal.body, headers={"Content-Type": refusal.content_type}
-        )
+        ex.client.reply(refusal.status, refusal.body, refusal.content_type)
+        return refusal.status
 
     def _note_lease(self, ex: Exchange, lease: Lease) -> None:
         record = ex.record
@@ -193,7 +192,7 @@ class Forwarder:
         if ex.attempt == 0:
             record.overhead_s = max(0.0, self._clock.now() - record.started_s - lease.queue_wait_s)
 
-    async def _attempt(self, ex: Exchange, lease: Lease) -> web.StreamResponse | Refusal | None:
+    async def _attempt(self, ex: Exchange, lease: Lease) -> int | Refusal | None:
         """The reply, a refusal worth retrying elsewhere, or None when the connection failed."""
         target = lease.target
         self._note_lease(ex, lease)
@@ -206,9 +205,9 @@ class Forwarder:
         try:
             upstream = await self._upstream.post(
                 target.backend_url,
-                ex.request.path_qs,
+                ex.client.path_qs,
                 out_body,
-                forward_headers(ex.request),
+                forward_header_pairs(ex.client.header_pairs()),
                 idle_s=self._idle_s,
             )
         except ReadTimeout:
@@ -263,13 +262,9 @@ class Forwarder:
 
     async def _stream(
         self, ex: Exchange, upstream: Reply, lease: Lease, sent_s: float, first: bytes
-    ) -> web.StreamResponse:
-        target, record = lease.target, ex.record
+    ) -> int:
+        target, record, client = lease.target, ex.record, ex.client
         status = upstream.status
-        response = ReplyHead(status=status)
-        content_type = upstream.headers.get("content-type")
-        if content_type is not None:
-            response.headers["Content-Type"] = content_type
         rename = (
             None
             if target.served_model == target.model
@@ -279,14 +274,14 @@ class Forwarder:
         ttft_s: float | None = None
 
         try:
-            await response.prepare(ex.request)
+            client.start(status, upstream.headers.get("content-type"))
             try:
                 if first:
                     ttft_s = self._clock.now() - sent_s
                     first = tap.feed(first)
                 last = first
                 if not upstream.ended():
-                    await response.write(first)  # our head with it in one write, or alone now
+                    await client.write(first)  # our head with it in one write, or alone now
                     last = b""
                     while chunk := await upstream.next_chunk():
                         if ttft_s is None:
@@ -296,7 +291,7 @@ class Forwarder:
                             last = out
                             break
                         if out:
-                            await response.write(out)
+                            await client.write(out)
             except ReadTimeout as exc:
                 raise UpstreamIdle from exc
             except WireError as exc:
@@ -304,7 +299,7 @@ class Forwarder:
             rest, usage = tap.finish()
             # The engine's last read goes out with the stream's end in one write (with the
             # head too when the whole reply came in one read): a write and a syscall fewer.
-            await response.write_eof(last + rest)
+            await client.write_eof(last + rest)
         except UpstreamIdle:
             upstream.close()
             lease.release(no_usage(status, ttft_s, self._clock.now() - sent_s))
@@ -312,8 +307,8 @@ class Forwarder:
             record.metered = False
             if record.model is not None:  # unmetered, never 0 tokens
                 self._meter(record.key, record.model, None)
-            cut_client(ex.request)
-            return response
+            client.cut()
+            return status
         except UpstreamDied as died:
             self._state.eject(target.backend_url, f"died mid-reply: {died}")
             lease.release(no_usage(status, ttft_s, self._clock.now() - sent_s, died_mid_reply=True))
@@ -321,26 +316,26 @@ class Forwarder:
             record.metered = False
             if record.model is not None:  # unmetered, never 0 tokens
                 self._meter(record.key, record.model, None)
-            cut_client(ex.request)
-            return response
+            client.cut()
+            return status
         except (asyncio.CancelledError, ConnectionError, aiohttp.ClientConnectionResetError) as exc:
             upstream.close()
             lease.release(no_usage(status, ttft_s, self._clock.now() - sent_s, client_left=True))
             record.decide("upstream", "client_left")
             if isinstance(exc, asyncio.CancelledError):
                 raise
-            return response
+            return status
         except Exception:
             log.exception("proxy error while streaming from %s", target.backend_url)
             upstream.close()
             lease.release(NO_REPLY)
             record.decide("upstream", "pharos_error")
-            cut_client(ex.request)
-            return response
+            client.cut()
+            return status
         finally:
             upstream.release()
         self._finished(ex, lease, Feedback(status, ttft_s, self._clock.now() - sent_s, usage))
-        return response
+        return status
 
     def _finished(self, ex: Exchange, lease: Lease, fb: Feedback) -> None:
         """Feedback, decisions and metering of a reply the engine ended cleanly."""

@@ -57,9 +57,15 @@ def key_table(config: Config) -> KeyTable:
 
 def key_header(request: web.Request) -> str:
     """The header a 401 speaks of: the one the client used, else its API's own."""
-    if "Authorization" in request.headers:
+    return _named_header(
+        "Authorization" in request.headers, "x-api-key" in request.headers, request.path
+    )
+
+
+def _named_header(sent_authorization: bool, sent_x_api_key: bool, path: str) -> str:
+    if sent_authorization:
         return "Authorization"
-    if "x-api-key" in request.headers or is_anthropic_path(request.path):
+    if sent_x_api_key or is_anthropic_path(path):
         return "x-api-key"
     return "Authorization"
 
@@ -83,4 +89,14 @@ class KeyRing:
         )
         if key is None:
             raise unauthorized(key_header(request))
+        return key
+
+    def authenticate_headers(
+        self, authorization: str | None, x_api_key: str | None, path: str
+    ) -> KeyEntry:
+        """`authenticate` of any client side: its two key headers' values and its path."""
+        key = self._table.lookup(authorization, x_api_key)
+        if key is None:
+            sent = _named_header(authorization is not None, x_api_key is not None, path)
+            raise unauthorized(sent)
         return key

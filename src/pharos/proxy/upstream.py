@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 import msgspec
@@ -92,7 +93,12 @@ def upstream_idle(idle_s: float) -> ClientError:
 
 def forward_headers(request: web.Request) -> list[tuple[str, str]]:
     """The client's headers minus hop-by-hop ones, its Authorization and Accept-Encoding."""
-    return [(k, v) for k, v in request.headers.items() if k.lower() not in _HOP_HEADERS]
+    return forward_header_pairs(request.headers.items())
+
+
+def forward_header_pairs(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
+    """`forward_headers` of any client side's (name, value) pairs."""
+    return [(k, v) for k, v in pairs if k.lower() not in _HOP_HEADERS]
 
 
 def refusal_message(body: bytes) -> str:
