@@ -48,11 +48,12 @@ from pharos.obs.service import Observability
 from pharos.peer.restore import Shared
 from pharos.peer.table import PeerTable
 from pharos.prefix import PrefixIndex, Source
-from pharos.proxy.app import Flags, Proxy, ProxyOptions, api_error_for
+from pharos.proxy.app import ROUTES, Flags, Proxy, ProxyOptions, api_error_for
 from pharos.proxy.auth import KeyTable
 from pharos.proxy.bodies import BYTES_PER_MB, BodyBudget
 from pharos.proxy.credentials import CredentialsRef, CredentialTable, credentials_middleware
 from pharos.proxy.done import RequestDone
+from pharos.proxy.front import Front
 from pharos.proxy.keys import KeyRing, key_table
 from pharos.proxy.listener import LimitedRunner, ListenerLimits
 from pharos.proxy.pool import UpstreamClient
@@ -75,6 +76,7 @@ class RuntimeOptions:
     queue_limit: int = DEFAULT_QUEUE_LIMIT  # fair-queue waiters before 429 (spec §8)
     origin: int | None = None  # None: a random 64-bit origin (spec §2)
     on_done: Callable[[RequestDone], None] | None = None  # also told of each finished request
+    front: bool = True  # the inference routes on proxy/front.py's server side, not aiohttp's
 
 
 def upstream_session(
@@ -229,6 +231,29 @@ class Pharos:
         self.obs.add_routes(self.app)
         self.proxy.add_routes(self.app)
 
+    def public_runner(self, *, shutdown_timeout_s: float) -> LimitedRunner:
+        """The public listener's runner (`serve` and `running` both): the limits, aiohttp's
+        handler cancellation, and the front for the inference routes."""
+        front = None
+        if self.options.front:
+            front = Front(
+                serve=self.proxy.serve,
+                routes=ROUTES,
+                access=self.access,
+                budget=self.body_budget,
+                ids=self.request_ids,
+                idle_s=self.config.limits.client_idle.seconds,
+            )
+        return LimitedRunner(
+            self.app,
+            listener_limits(self.config.limits),
+            front=front,
+            handle_signals=False,
+            handler_cancellation=True,
+            shutdown_timeout=shutdown_timeout_s,
+            access_log=None,
+        )
+
     @property
     def keys(self) -> KeyTable:
         return self.keyring.table
@@ -305,14 +330,7 @@ async def running(
     shutdown_timeout_s: float = 1.0,
 ) -> AsyncIterator[str]:
     """Serve `pharos.app` on host:port (0 = free) and yield its base URL; for tests and demo."""
-    runner = LimitedRunner(
-        pharos.app,
-        listener_limits(pharos.config.limits),
-        handle_signals=False,
-        handler_cancellation=True,
-        shutdown_timeout=shutdown_timeout_s,
-        access_log=None,
-    )
+    runner = pharos.public_runner(shutdown_timeout_s=shutdown_timeout_s)
     await runner.setup()
     try:
         site = web.TCPSite(runner, host, port)

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from aiohttp import web
 
-from pharos.cmd.runtime import Pharos, listener_limits
+from pharos.cmd.runtime import Pharos
 from pharos.config import Config, ConfigError, Drain, Duration, HostPort, load_config
 from pharos.config.env import serve_defaults
 from pharos.config.watch import watch_config
@@ -41,7 +41,6 @@ from pharos.peer.node import Node
 from pharos.peer.restore import restore_state_file, save_state_file, write_state_periodically
 from pharos.peer.server import PeerSetupError, running_peers
 from pharos.policy import PURE_REASON
-from pharos.proxy.listener import LimitedRunner
 
 log = logging.getLogger("pharos")
 
@@ -265,14 +264,7 @@ async def _serve_public(
     docker: DockerDiscovery | None,
 ) -> int:
     drain = config.drain  # a restart-only section: reloads don't change it
-    runner = LimitedRunner(
-        pharos.app,
-        listener_limits(config.limits),
-        handle_signals=False,
-        handler_cancellation=True,
-        access_log=None,
-        shutdown_timeout=drain.timeout.seconds,
-    )
+    runner = pharos.public_runner(shutdown_timeout_s=drain.timeout.seconds)
     await runner.setup()
     try:
         site = web.TCPSite(runner, listen.host or None, listen.port)

@@ -151,6 +151,27 @@ class AccessLog:
                     )
                 )
 
+    def begin(self) -> _Slot | None:
+        """A request served outside aiohttp (proxy/front.py) starts, in its own task: the
+        slot its RequestDone fills, or None when the line is off."""
+        if not log.isEnabledFor(logging.INFO):
+            return None
+        slot = _Slot()
+        _current.set(slot)  # the task's own context: nothing to reset
+        return slot
+
+    def served(
+        self, slot: object, method: str, path: str, status: int, started_s: float, request_id: str
+    ) -> None:
+        """The access line of a request `begin` started (the middleware's line, to the byte)."""
+        if not isinstance(slot, _Slot):
+            return
+        if slot.done is not None:
+            status = slot.done.status
+        self.write(
+            access_line(method, path, status, time.monotonic() - started_s, request_id, slot.done)
+        )
+
     def write(self, message: str) -> None:
         """One access line at info level, as `log.info(message)` would write it."""
         plain = _plain_handler()

@@ -58,6 +58,10 @@ class BodyBudget:
         request[_HOLD_KEY] = hold
         return hold
 
+    def new_hold(self) -> _Hold:
+        """A share of a request served outside aiohttp (proxy/front.py); release it too."""
+        return _Hold(self)
+
     @web.middleware
     async def middleware(
         self,

@@ -145,6 +145,13 @@ def error_response(
     )
 
 
+def error_body_for(err: ClientError, path: str) -> bytes:
+    """The error's body in the shape of the API `path` belongs to (the front's replies)."""
+    if is_anthropic_path(path):
+        return error_body_anthropic(err)
+    return error_body_ollama(err) if path.startswith("/api/") else error_body_openai(err)
+
+
 def error_response_for(err: ClientError, path: str) -> web.Response:
     """The error in the shape of the API `path` belongs to."""
     return error_response(err, ollama=path.startswith("/api/"), anthropic=is_anthropic_path(path))

@@ -22,6 +22,8 @@ from aiohttp import web
 from aiohttp.web_protocol import RequestHandler
 from aiohttp.web_request import BaseRequest
 
+from pharos.proxy.front import Front, FrontConnection
+
 log = logging.getLogger("pharos.listener")
 
 REFUSAL_LOG_INTERVAL_S = 10.0
@@ -102,11 +104,18 @@ class _QuietHandler(RequestHandler):
 
 
 class _GuardedServer(web.Server):
-    """Counts connections; past the cap a new one gets a 503 and is closed (and logged)."""
+    """Counts connections; past the cap a new one gets a 503 and is closed (and logged).
 
-    def __init__(self, *args: Any, limits: ListenerLimits, **kwargs: Any) -> None:
+    With a `front` (proxy/front.py) a new connection starts as a FrontConnection, counted in
+    the same table, which hands itself to a _QuietHandler for anything but the plain
+    inference request."""
+
+    def __init__(
+        self, *args: Any, limits: ListenerLimits, front: Front | None = None, **kwargs: Any
+    ) -> None:
         super().__init__(*args, **kwargs)
         self._limits = limits
+        self._front = front
         self._refused = 0
         self._last_refusal_log: float | None = None
 
@@ -114,7 +123,20 @@ class _GuardedServer(web.Server):
         if len(self._connections) >= self._limits.max_connections:
             self._note_refusal()
             return _Refused()  # type: ignore[return-value]
+        if self._front is not None:
+            return FrontConnection(self._front, self, self._loop)  # type: ignore[return-value]
+        return self.aiohttp_handler()
+
+    def aiohttp_handler(self) -> RequestHandler:
         return _QuietHandler(self, loop=self._loop, **self._kwargs)
+
+    # The front's connections sit in aiohttp's table: counted by the cap, closed by the drain
+    # (pre_shutdown's close(), shutdown's shutdown(timeout)), which both kinds implement.
+    def front_connected(self, conn: FrontConnection) -> None:
+        self._connections[conn] = conn.transport  # type: ignore[index,assignment]
+
+    def front_lost(self, conn: FrontConnection) -> None:
+        self._connections.pop(conn, None)  # type: ignore[call-overload]
 
     @property
     def refused(self) -> int:
@@ -138,9 +160,17 @@ class _GuardedServer(web.Server):
 class LimitedRunner(web.AppRunner):
     """web.AppRunner whose server applies ListenerLimits; `serve` uses it for the public port."""
 
-    def __init__(self, app: web.Application, limits: ListenerLimits, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        app: web.Application,
+        limits: ListenerLimits,
+        *,
+        front: Front | None = None,
+        **kwargs: Any,
+    ) -> None:
         super().__init__(app, keepalive_timeout=limits.idle_s, **kwargs)
         self._limits = limits
+        self._front = front
 
     async def _make_server(self) -> web.Server:
         plain = await super()._make_server()  # starts and freezes the app
@@ -150,5 +180,6 @@ class LimitedRunner(web.AppRunner):
             handler_cancellation=plain.handler_cancellation,
             loop=asyncio.get_running_loop(),
             limits=self._limits,
+            front=self._front,
             **plain._kwargs,
         )

@@ -59,13 +59,16 @@ def request_id_of(request: web.BaseRequest, ids: RequestIds | None = None) -> st
     stored: str | None = request.get(_STORED)
     if stored is not None:
         return stored
-    sent = request.headers.get(HEADER)
-    if sent is not None and _ACCEPTED.fullmatch(sent):
-        made = sent
-    else:
-        made = new_request_id() if ids is None else ids.new()
+    made = request_id_from(request.headers.get(HEADER), ids)
     request[_STORED] = made
     return made
+
+
+def request_id_from(sent: str | None, ids: RequestIds | None = None) -> str:
+    """The id for a request that sent `sent` as its X-Request-Id (None: sent none)."""
+    if sent is not None and _ACCEPTED.fullmatch(sent):
+        return sent
+    return new_request_id() if ids is None else ids.new()
 
 
 def echo_request_ids(app: web.Application, ids: RequestIds | None = None) -> None:

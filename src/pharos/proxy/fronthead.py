@@ -1,0 +1,93 @@
+"""The front's request-head parser: the plain inference request, or "hand it to aiohttp".
+
+Pure: bytes in, a `Head` out, or None when the head is anything but the plain case the front
+serves itself (proxy/front.py): `POST <route>[?query] HTTP/1.1` where the route is one of
+the inference routes, a Host, a Content-Length body, no Transfer-Encoding, Expect or
+Upgrade, printable ASCII only, and within aiohttp's own limits (8190 bytes a line, 128
+headers). HTTP/1.0 goes to aiohttp too (its streams can't be chunked; rare enough). None
+is never an error here: aiohttp's parser gets the same bytes and answers exactly as it does
+today (its 400s, 413s, 100-continue, chunked bodies), so the front can't widen what passes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Container
+from dataclasses import dataclass
+
+MAX_LINE_BYTES = 8190
+"""aiohttp's max_line_size and max_field_size (its defaults, which Pharos keeps)."""
+MAX_HEADERS = 128
+"""aiohttp's max_headers."""
+MAX_HEAD_BYTES = MAX_LINE_BYTES * (MAX_HEADERS + 1)
+"""No head the front serves is longer; a buffer this long without a blank line is aiohttp's."""
+
+HEAD_END = b"\r\n\r\n"
+_REFUSED_NAMES = frozenset({"transfer-encoding", "expect", "upgrade"})
+_TOKEN_BAD = frozenset(' \t"(),/:;<=>?@[\\]{}')
+_CONTROL = bytes(range(0x20)).replace(b"\t", b"") + b"\x7f"
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """One plain request head, as the front serves it."""
+
+    method: str
+    path: str  # without the query
+    path_qs: str  # as the client sent it, query included
+    headers: list[tuple[str, str]]  # in order, names as sent
+    content_length: int
+    keep_alive: bool  # no `Connection: close`
+
+    def get(self, name: str) -> str | None:
+        """The first value of a header, its name matched without case."""
+        wanted = name.lower()
+        for key, value in self.headers:
+            if key.lower() == wanted:
+                return value
+        return None
+
+
+def _is_token(name: str) -> bool:
+    return bool(name) and not any(c in _TOKEN_BAD for c in name)
+
+
+def parse_head(head: bytes, routes: Container[str]) -> Head | None:
+    """The head up to (not including) its blank line; None: not the front's, aiohttp's."""
+    joined = head.replace(b"\r\n", b"")
+    if not joined.isascii() or len(joined.translate(None, _CONTROL)) != len(joined):
+        return None  # a byte aiohttp decides about (obs-text, a control, a bare CR or LF)
+    lines = head.decode("ascii").split("\r\n")
+    if len(lines) - 1 > MAX_HEADERS or any(len(line) > MAX_LINE_BYTES for line in lines):
+        return None
+    parts = lines[0].split(" ")
+    if len(parts) != 3 or parts[0] != "POST" or parts[2] != "HTTP/1.1":
+        return None
+    target = parts[1]
+    path, _, _ = target.partition("?")
+    if path not in routes or "#" in target:
+        return None
+    headers: list[tuple[str, str]] = []
+    length: int | None = None
+    connection = ""
+    host = False
+    for line in lines[1:]:
+        name, colon, value = line.partition(":")
+        if not colon or not _is_token(name):
+            return None
+        value = value.strip(" \t")
+        key = name.lower()
+        if key in _REFUSED_NAMES:
+            return None
+        if key == "content-length":
+            if length is not None or not value.isdigit() or len(value) > 15:
+                return None
+            length = int(value)
+        elif key == "connection":
+            connection = value.lower()
+        elif key == "host":
+            host = True
+        headers.append((name, value))
+    if length is None or not host:
+        return None  # aiohttp's 400 for a 1.1 request without Host
+    keep_alive = "close" not in {token.strip() for token in connection.split(",")}
+    return Head("POST", path, target, headers, length, keep_alive)
