@@ -356,7 +356,9 @@ HTTP layers, and what the compute a prefix-aware router can't skip costs on top 
 Python proxy spends. Printed beside the others, never part of issue 13's ratios."""
 
 
-def proxies_for(engine: str, workdir: Path, litellm: Path | None) -> list[Proxy]:
+def proxies_for(
+    engine: str, workdir: Path, litellm: Path | None, *, floors: bool = True
+) -> list[Proxy]:
     bin_dir = Path(sys.executable).parent
     pharos_port, bare_port = free_port(), free_port()
     config = workdir / "pharos.yaml"
@@ -378,7 +380,7 @@ def proxies_for(engine: str, workdir: Path, litellm: Path | None) -> list[Proxy]
             "/healthz",
         ),
     ]
-    for name, flags in FLOORS:
+    for name, flags in FLOORS if floors else ():
         port = free_port()
         out.append(
             Proxy(
@@ -481,7 +483,7 @@ async def run(args: argparse.Namespace) -> None:
         tempfile.TemporaryDirectory(prefix="pharos-bench-") as tmp,
         fake_engine(other_cores) as fake,
     ):
-        proxies = proxies_for(fake.url, Path(tmp), litellm)
+        proxies = proxies_for(fake.url, Path(tmp), litellm, floors=not args.no_floors)
         print(
             f"# proxy on core {proxy_core}, fake vLLM and client on {other_cores}; "
             f"load average {os.getloadavg()[0]:.2f}",
@@ -650,6 +652,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="per c=32 phase")
     parser.add_argument("--ready-timeout", type=float, default=120.0)
     parser.add_argument("--smoke", action="store_true", help="tiny counts: checks it runs")
+    parser.add_argument(
+        "--no-floors", action="store_true", help="skip floor_proxy.py (A/B runs of Pharos)"
+    )
     args = parser.parse_args(argv)
     if args.smoke or os.environ.get("PHAROS_BENCH_SMOKE") == "1":
         args.requests, args.warmup, args.seconds, args.concurrency = 20, 2, 0.5, 4
