@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from email.utils import formatdate
 from http import HTTPStatus
@@ -43,10 +43,8 @@ SERVER = b"Server: Python/3.11 aiohttp/3.14.5\r\n"
 """What aiohttp's server sends: a client can't tell which side answered."""
 
 
-class Serve(Protocol):
-    """`Proxy.serve`: one request, its reply sent through the side; returns the status."""
-
-    async def __call__(self, client: FrontSide, route: Route, /) -> int: ...
+Serve = Callable[["FrontSide", Route], Awaitable[int]]
+"""`Proxy.serve`: one request, its reply sent through the side; returns the status."""
 
 
 class AccessSink(Protocol):
@@ -335,8 +333,14 @@ class FrontConnection(asyncio.Protocol):
                     await self._body_wait
             finally:
                 self._body_wait = None
-        body = bytes(self._buffer[:size])
-        del self._buffer[:size]
+        buffer = self._buffer
+        if len(buffer) == size:  # the usual case: one copy, not a slice's two
+            body = bytes(buffer)
+            buffer.clear()
+        else:
+            with memoryview(buffer) as view:
+                body = bytes(view[:size])
+            del buffer[:size]
         self._body_need = self._body_left = 0
         return body
 
