@@ -173,3 +173,16 @@ async def test_front_connections_count_toward_the_cap(front: tuple[LimitedRunner
     assert json.loads(body)["error"]["code"] == "too_many_connections"
     for writer in held:
         writer.close()
+
+
+async def test_the_drain_closes_kept_alive_front_connections() -> None:
+    pharos, runner, port = await serving("backends: []\n", front=True)  # client_idle: 30s
+    try:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(chat())
+        await reply_of(reader)  # served, then kept alive
+        await asyncio.wait_for(runner.cleanup(), BOUND_S)
+        assert await asyncio.wait_for(reader.read(), BOUND_S) == b""
+        writer.close()
+    finally:
+        await pharos.stop()
