@@ -95,3 +95,20 @@ def test_a_home_that_is_not_a_candidate_charges_nobody() -> None:
     scores = score_candidates(request, [cand(1), cand(2)], DEFAULT_CONFIG)
     assert [s.away_s for s in scores] == [0.0, 0.0]
     assert [s.est_ttft_s for s in scores] == pytest.approx([1.0, 1.0])
+
+
+def test_a_pick_that_went_home_is_labelled_cache_not_least_loaded() -> None:
+    """spec §13's `route` values are only_choice, least_loaded, cache and warm: the home holds the
+    person's last chat (its slot and host cache), so a pick it decides is `cache`."""
+    request = RouteReq(1000, 7, home_target_id=1)
+    decision = pick(request, [cand(1, free_slots=1), cand(2, free_slots=2)], DEFAULT_CONFIG)
+    assert decision.target_id == 1
+    assert decision.why == "cache"
+    off = pick(request, [cand(1, free_slots=1), cand(2, free_slots=2)], OFF)
+    assert (off.target_id, off.why) == (2, "least_loaded")
+
+
+def test_the_reason_names_the_home_when_it_decided_the_pick() -> None:
+    request = RouteReq(1000, 7, home_target_id=1)
+    decision = pick(request, [cand(1, free_slots=1), cand(2, free_slots=2)], DEFAULT_CONFIG)
+    assert decision.reason.endswith("(off its key's home)")

@@ -10,13 +10,16 @@ from pharos.policy.types import Candidate, Score, Terms, Why
 
 def why_against_least_loaded(chosen: Terms, least_loaded: Terms) -> Why:
     """`cache` if the chosen target's cached prefix saved more than its loaded model did against
-    the least utilized target, `warm` if the loaded model saved more, else `least_loaded`."""
+    the least utilized target, `warm` if the loaded model saved more, else `least_loaded`. A
+    key home's charge (away_s) counts as cache: the home holds the person's last chat in its
+    slot and host cache (issue 15: such picks had been labelled `least_loaded`)."""
     if chosen.target_id == least_loaded.target_id:
         return "least_loaded"
     cache_saved_s = (least_loaded.prefill_s + least_loaded.kv_penalty_s + least_loaded.rework_s) - (
         chosen.prefill_s + chosen.kv_penalty_s + chosen.rework_s
     )
     cache_saved_s += least_loaded.evict_s - chosen.evict_s
+    cache_saved_s += least_loaded.away_s - chosen.away_s
     warm_saved_s = least_loaded.load_s - chosen.load_s
     if cache_saved_s <= 0 and warm_saved_s <= 0:
         return "least_loaded"
@@ -62,6 +65,7 @@ def _runner_up_tag(chosen: Score, other: Score) -> str:
             other.evict_s - chosen.evict_s,
             "evicts a conversation",
         ),
+        (other.away_s - chosen.away_s, "off its key's home"),
     )
     gap, tag = max(gaps, key=lambda g: g[0])
     return tag if gap > 0 else "tie"
