@@ -22,13 +22,15 @@ order, backpressure (`pause_writing` holds the writer), and the drain (`close`, 
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from email.utils import formatdate
 from http import HTTPStatus
 from typing import Protocol, cast
 
+from aiohttp.http import SERVER_SOFTWARE
 from aiohttp.tcp_helpers import tcp_keepalive
 
 from pharos.proxy.bodies import BodyBudget, body_timeout
@@ -39,7 +41,7 @@ from pharos.proxy.upstream import Route
 
 READ_AHEAD_BYTES = 256 * 1024
 """Bytes past the current request (pipelined ones) read before reading pauses."""
-SERVER = b"Server: Python/3.11 aiohttp/3.14.5\r\n"
+SERVER = b"Server: " + SERVER_SOFTWARE.encode() + b"\r\n"
 """What aiohttp's server sends: a client can't tell which side answered."""
 
 
@@ -57,6 +59,23 @@ class AccessSink(Protocol):
     ) -> None: ...
 
 
+class DateLine:
+    """`Date: ...\\r\\n` for the reply heads, formatted once a second (one per Front)."""
+
+    __slots__ = ("_line", "_second")
+
+    def __init__(self) -> None:
+        self._second = -1
+        self._line = b""
+
+    def __call__(self) -> bytes:
+        now = int(time.time())
+        if now != self._second:
+            self._second = now
+            self._line = b"Date: " + formatdate(now, usegmt=True).encode() + b"\r\n"
+        return self._line
+
+
 @dataclass(frozen=True, slots=True)
 class Front:
     """What every front connection shares; built once in cmd/runtime."""
@@ -67,6 +86,7 @@ class Front:
     budget: BodyBudget | None
     ids: RequestIds | None
     idle_s: float
+    date_line: DateLine = field(default_factory=DateLine)
 
 
 class Manager(Protocol):
@@ -80,31 +100,14 @@ class Manager(Protocol):
     def aiohttp_handler(self) -> asyncio.Protocol: ...
 
 
-_dates: list[object] = [0, b""]
-
-
-def _date_line() -> bytes:
-    """`Date: ...\\r\\n`, formatted once a second."""
-    now = int(time.time())
-    if _dates[0] != now:
-        _dates[0] = now
-        _dates[1] = b"Date: " + formatdate(now, usegmt=True).encode() + b"\r\n"
-    return cast(bytes, _dates[1])
-
-
-_STATUS_LINES: dict[int, bytes] = {}
-
-
+@functools.cache
 def _status_line(status: int) -> bytes:
     """`HTTP/1.1 200 OK\r\n`, with the reason aiohttp gives (http.HTTPStatus's phrase)."""
-    line = _STATUS_LINES.get(status)
-    if line is None:
-        try:
-            reason = HTTPStatus(status).phrase
-        except ValueError:
-            reason = ""
-        line = _STATUS_LINES[status] = f"HTTP/1.1 {status} {reason}\r\n".encode()
-    return line
+    try:
+        reason = HTTPStatus(status).phrase
+    except ValueError:
+        reason = ""
+    return f"HTTP/1.1 {status} {reason}\r\n".encode()
 
 
 class FrontSide:
@@ -164,7 +167,15 @@ class FrontSide:
         self.status = status
         close = b"" if self.keep_alive else b"Connection: close\r\n"
         request_id = b"X-Request-Id: " + self._id.encode() + b"\r\n"
-        return _status_line(status) + fields + request_id + close + _date_line() + SERVER + b"\r\n"
+        return (
+            _status_line(status)
+            + fields
+            + request_id
+            + close
+            + self._conn.front.date_line()
+            + SERVER
+            + b"\r\n"
+        )
 
     def reply(self, status: int, body: bytes, content_type: str) -> None:
         self._whole(status, body, content_type, None)
