@@ -108,19 +108,18 @@ class AiohttpSide:
             stream.headers["Content-Type"] = content_type
         self.response = stream
 
-    async def write(self, data: bytes) -> None:
+    async def _prepared(self) -> ReplyHead:
         stream = self._stream
         assert stream is not None
         if not stream.prepared:
             await stream.prepare(self._request)
-        await stream.write(data)
+        return stream
+
+    async def write(self, data: bytes) -> None:
+        await (await self._prepared()).write(data)
 
     async def write_eof(self, data: bytes) -> None:
-        stream = self._stream
-        assert stream is not None
-        if not stream.prepared:
-            await stream.prepare(self._request)
-        await stream.write_eof(data)
+        await (await self._prepared()).write_eof(data)
 
     def cut(self) -> None:
         transport = self._request.transport

@@ -55,14 +55,8 @@ def key_table(config: Config) -> KeyTable:
     return KeyTable.from_entries(key_entries(config), metrics_public=config.metrics_public)
 
 
-def key_header(request: web.Request) -> str:
+def key_header(sent_authorization: bool, sent_x_api_key: bool, path: str) -> str:
     """The header a 401 speaks of: the one the client used, else its API's own."""
-    return _named_header(
-        "Authorization" in request.headers, "x-api-key" in request.headers, request.path
-    )
-
-
-def _named_header(sent_authorization: bool, sent_x_api_key: bool, path: str) -> str:
     if sent_authorization:
         return "Authorization"
     if sent_x_api_key or is_anthropic_path(path):
@@ -84,12 +78,9 @@ class KeyRing:
         self._table = table
 
     def authenticate(self, request: web.Request) -> KeyEntry:
-        key = self._table.lookup(
-            request.headers.get("Authorization"), request.headers.get("x-api-key")
+        return self.authenticate_headers(
+            request.headers.get("Authorization"), request.headers.get("x-api-key"), request.path
         )
-        if key is None:
-            raise unauthorized(key_header(request))
-        return key
 
     def authenticate_headers(
         self, authorization: str | None, x_api_key: str | None, path: str
@@ -97,6 +88,5 @@ class KeyRing:
         """`authenticate` of any client side: its two key headers' values and its path."""
         key = self._table.lookup(authorization, x_api_key)
         if key is None:
-            sent = _named_header(authorization is not None, x_api_key is not None, path)
-            raise unauthorized(sent)
+            raise unauthorized(key_header(authorization is not None, x_api_key is not None, path))
         return key

@@ -91,13 +91,8 @@ def upstream_idle(idle_s: float) -> ClientError:
     )
 
 
-def forward_headers(request: web.Request) -> list[tuple[str, str]]:
-    """The client's headers minus hop-by-hop ones, its Authorization and Accept-Encoding."""
-    return forward_header_pairs(request.headers.items())
-
-
 def forward_header_pairs(pairs: Iterable[tuple[str, str]]) -> list[tuple[str, str]]:
-    """`forward_headers` of any client side's (name, value) pairs."""
+    """The client's headers minus hop-by-hop ones, its Authorization and Accept-Encoding."""
     return [(k, v) for k, v in pairs if k.lower() not in _HOP_HEADERS]
 
 
@@ -153,10 +148,3 @@ def not_on_ollama(model: str) -> ClientError:
         None,
         ("route", "unknown_model"),
     )
-
-
-def cut_client(request: web.Request) -> None:
-    """Close the client's connection without the terminating chunk: a visible truncation."""
-    transport = request.transport
-    if transport is not None:
-        transport.abort()
