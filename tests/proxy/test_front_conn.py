@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from pharos.proxy.app import ROUTES
 from pharos.proxy.bodies import BodyBudget
 from pharos.proxy.errors import ClientError
-from pharos.proxy.front import Front, FrontConnection, FrontSide
+from pharos.proxy.front import Front, FrontConnection
+from pharos.proxy.frontreply import FrontSide
 from pharos.proxy.upstream import Route
 
 CHAT = b"/v1/chat/completions"

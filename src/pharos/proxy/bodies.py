@@ -51,16 +51,16 @@ class BodyBudget:
         self.max_bytes = max_bytes
         self.held_bytes = 0
 
-    def hold(self, request: web.Request) -> _Hold:
+    def hold(self, request: web.Request) -> BodyHold:
         """The request's share, empty until read_body takes bytes; release it when the
         handler returns (the middleware does, or the one layer obs.access folds it into)."""
-        hold = _Hold(self)
+        hold = BodyHold(self)
         request[_HOLD_KEY] = hold
         return hold
 
-    def new_hold(self) -> _Hold:
+    def new_hold(self) -> BodyHold:
         """A share of a request served outside aiohttp (proxy/front.py); release it too."""
-        return _Hold(self)
+        return BodyHold(self)
 
     @web.middleware
     async def middleware(
@@ -75,7 +75,7 @@ class BodyBudget:
             hold.release()
 
 
-class _Hold:
+class BodyHold:
     """One request's share of the budget."""
 
     __slots__ = ("_budget", "bytes")
@@ -100,7 +100,7 @@ async def read_body(request: web.Request, *, max_bytes: int, timeout_s: float) -
     """The whole body, or ClientError: 413 past max_bytes, 408 past timeout_s, 503 past the
     app's BodyBudget (when it has one)."""
     hold = request.get(_HOLD_KEY)
-    assert hold is None or isinstance(hold, _Hold)
+    assert hold is None or isinstance(hold, BodyHold)
     declared = request.content_length
     if declared is not None and declared > max_bytes:
         raise too_large(max_bytes)

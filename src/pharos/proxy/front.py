@@ -22,30 +22,24 @@ order, backpressure (`pause_writing` holds the writer), and the drain (`close`, 
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from email.utils import formatdate
-from http import HTTPStatus
 from typing import Protocol, cast
 
-from aiohttp.http import SERVER_SOFTWARE
 from aiohttp.tcp_helpers import tcp_keepalive
 
-from pharos.proxy.bodies import BodyBudget, body_timeout
-from pharos.proxy.errors import ClientError, error_body_for, too_large
-from pharos.proxy.fronthead import HEAD_END, MAX_HEAD_BYTES, Head, parse_head
+from pharos.proxy.bodies import BodyBudget
+from pharos.proxy.fronthead import HEAD_END, MAX_HEAD_BYTES, parse_head
+from pharos.proxy.frontreply import DateLine, FrontSide
 from pharos.proxy.request_id import RequestIds, request_id_from
 from pharos.proxy.upstream import Route
 
 READ_AHEAD_BYTES = 256 * 1024
 """Bytes past the current request (pipelined ones) read before reading pauses."""
-SERVER = b"Server: " + SERVER_SOFTWARE.encode() + b"\r\n"
-"""What aiohttp's server sends: a client can't tell which side answered."""
 
 
-Serve = Callable[["FrontSide", Route], Awaitable[int]]
+Serve = Callable[[FrontSide, Route], Awaitable[int]]
 """`Proxy.serve`: one request, its reply sent through the side; returns the status."""
 
 
@@ -57,23 +51,6 @@ class AccessSink(Protocol):
     def served(
         self, slot: object, method: str, path: str, status: int, started_s: float, request_id: str
     ) -> None: ...
-
-
-class DateLine:
-    """`Date: ...\\r\\n` for the reply heads, formatted once a second (one per Front)."""
-
-    __slots__ = ("_line", "_second")
-
-    def __init__(self) -> None:
-        self._second = -1
-        self._line = b""
-
-    def __call__(self) -> bytes:
-        now = int(time.time())
-        if now != self._second:
-            self._second = now
-            self._line = b"Date: " + formatdate(now, usegmt=True).encode() + b"\r\n"
-        return self._line
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,125 +75,6 @@ class Manager(Protocol):
     def front_lost(self, conn: FrontConnection) -> None: ...
 
     def aiohttp_handler(self) -> asyncio.Protocol: ...
-
-
-@functools.cache
-def _status_line(status: int) -> bytes:
-    """`HTTP/1.1 200 OK\r\n`, with the reason aiohttp gives (http.HTTPStatus's phrase)."""
-    try:
-        reason = HTTPStatus(status).phrase
-    except ValueError:
-        reason = ""
-    return f"HTTP/1.1 {status} {reason}\r\n".encode()
-
-
-class FrontSide:
-    """proxy.frontside.ClientSide of one request on a FrontConnection."""
-
-    __slots__ = ("_conn", "_head", "_hold", "_id", "_start", "done", "keep_alive", "status")
-
-    def __init__(self, conn: FrontConnection, head: Head, request_id: str) -> None:
-        self._conn = conn
-        self._head = head
-        self._id = request_id
-        self._hold = None if conn.front.budget is None else conn.front.budget.new_hold()
-        self._start: bytes | None = None  # a streamed reply's head, until its first write
-        self.status = 0
-        self.done = False  # the reply went out whole
-        self.keep_alive = head.keep_alive
-
-    @property
-    def path(self) -> str:
-        return self._head.path
-
-    @property
-    def path_qs(self) -> str:
-        return self._head.path_qs
-
-    def header(self, name: str) -> str | None:
-        return self._head.get(name)
-
-    def header_pairs(self) -> Iterable[tuple[str, str]]:
-        return self._head.headers
-
-    def request_id(self) -> str:
-        return self._id
-
-    def release(self) -> None:
-        if self._hold is not None:
-            self._hold.release()
-
-    async def read_body(self, max_bytes: int, timeout_s: float) -> bytes:
-        declared = self._head.content_length
-        if declared > max_bytes:
-            self.keep_alive = False  # the body stays unread
-            raise too_large(max_bytes)
-        if self._hold is not None:
-            try:
-                self._hold.take(declared)
-            except ClientError:
-                self.keep_alive = False
-                raise
-        try:
-            return await self._conn.body(declared, timeout_s)
-        except TimeoutError:
-            self.keep_alive = False
-            raise body_timeout(timeout_s) from None
-
-    def _head_bytes(self, status: int, fields: bytes) -> bytes:
-        self.status = status
-        close = b"" if self.keep_alive else b"Connection: close\r\n"
-        request_id = b"X-Request-Id: " + self._id.encode() + b"\r\n"
-        return (
-            _status_line(status)
-            + fields
-            + request_id
-            + close
-            + self._conn.front.date_line()
-            + SERVER
-            + b"\r\n"
-        )
-
-    def reply(self, status: int, body: bytes, content_type: str) -> None:
-        self._whole(status, body, content_type, None)
-
-    def error(self, err: ClientError) -> None:
-        retry = None
-        if err.retry_after_s is not None:
-            retry = str(max(1, int(err.retry_after_s + 0.999)))
-        self._whole(err.status, error_body_for(err, self._head.path), "application/json", retry)
-
-    def _whole(self, status: int, body: bytes, content_type: str, retry: str | None) -> None:
-        fields = b"" if retry is None else b"Retry-After: " + retry.encode() + b"\r\n"
-        fields += b"Content-Type: " + content_type.encode() + b"\r\n"
-        fields += b"Content-Length: " + str(len(body)).encode() + b"\r\n"
-        self._conn.send(self._head_bytes(status, fields) + body)
-        self.done = True
-
-    def start(self, status: int, content_type: str | None) -> None:
-        fields = b"Transfer-Encoding: chunked\r\n"
-        if content_type is not None:
-            fields = b"Content-Type: " + content_type.encode() + b"\r\n" + fields
-        self._start = self._head_bytes(status, fields)
-
-    async def write(self, data: bytes) -> None:
-        out = b"%x\r\n%b\r\n" % (len(data), data) if data else b""
-        if self._start is not None:
-            out, self._start = self._start + out, None
-        elif not out:
-            return
-        await self._conn.write(out)
-
-    async def write_eof(self, data: bytes) -> None:
-        out = (b"%x\r\n%b\r\n0\r\n\r\n" % (len(data), data)) if data else b"0\r\n\r\n"
-        if self._start is not None:
-            out, self._start = self._start + out, None
-        await self._conn.write(out)
-        self.done = True
-
-    def cut(self) -> None:
-        self.keep_alive = False
-        self._conn.abort()
 
 
 class FrontConnection(asyncio.Protocol):
@@ -297,7 +155,13 @@ class FrontConnection(asyncio.Protocol):
             self._idle.cancel()
             self._idle = None
         front = self.front
-        side = FrontSide(self, head, request_id_from(head.get("X-Request-Id"), front.ids))
+        side = FrontSide(
+            self,
+            head,
+            request_id_from(head.get("X-Request-Id"), front.ids),
+            None if front.budget is None else front.budget.new_hold(),
+            front.date_line,
+        )
         self._body_need = self._body_left = head.content_length
         self._task = self._loop.create_task(self._run(side, front.routes[head.path]))
 
