@@ -36,7 +36,7 @@ from typing import Final, final
 from pharos.clock import Clock, SystemClock
 from pharos.prefix.chain import Chain
 from pharos.prefix.export import DONE, SLOT, U32, ShardCopy, copy_shard, export_entries
-from pharos.prefix.links import scan, touch
+from pharos.prefix.links import Runs, scan, touch
 from pharos.prefix.tools import ToolsCaching
 from pharos.prefix.wire import PrefixEntry, PrefixOp
 
@@ -166,6 +166,9 @@ class PrefixIndex:
         self._moves: tuple[Callable[[int], None], ...] = tuple(
             shard.move_to_end for shard in self._shards
         )
+        # Per shard, the links the last chain record left at its end (links.touch skips moving
+        # them again); None after any other write to the shard.
+        self._runs: Runs = [None] * count
         # Exports in progress: for each, per shard, its copy taken before the shard changed
         # (None: not copied yet). See export_batches.
         self._exports: list[list[ShardCopy | None]] = []
@@ -413,14 +416,25 @@ class PrefixIndex:
         exports = self._exports
         if not exports and len(hashes) > 1:
             _touch_chain(
-                shards, self._moves, mask, cap, hashes, target_id, generation, used_s, source
+                shards,
+                self._moves,
+                mask,
+                cap,
+                hashes,
+                target_id,
+                generation,
+                used_s,
+                source,
+                self._runs,
             )
             return
         # One link (a restore's or a merge's entry), or an export copying shards: the plain loop.
         # Through touch, restore of 20k two-slot entries took 410M instructions against 357M
         # (callgrind).
+        runs = self._runs
         for hash_ in hashes:
             number = hash_ & mask
+            runs[number] = None
             if exports:
                 self._before_write(number)
             entries = shards[number]
@@ -447,6 +461,7 @@ class PrefixIndex:
                 continue
             if self._exports:
                 self._before_write(number)
+            self._runs[number] = None
             if not kept:
                 del entries[hash_]
             else:
@@ -463,6 +478,7 @@ def _touch_chain(
     generation: int,
     used_s: float,
     source: int,
+    runs: Runs,
 ) -> None:
     """links.touch with this record's update. A function of its own: a closure inside _record
     made its arguments cells there, on every call (restore: +15% instructions)."""
@@ -471,7 +487,7 @@ def _touch_chain(
         return _with_slot(packed, target_id, generation, used_s, source)
 
     fresh = _SLOT.pack(used_s, target_id, generation, source)
-    touch(shards, moves, mask, cap, hashes, fresh, update)
+    touch(shards, moves, mask, cap, hashes, fresh, update, runs)
 
 
 def _local_time(wall_s: float, wall_to_local_s: float, now_s: float) -> float:

@@ -11,12 +11,29 @@ import importlib
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
-from typing import cast
+from typing import Protocol, cast
 
 Shards = tuple[OrderedDict[int, bytes], ...]
 Moves = tuple[Callable[[int], None], ...]
 Scan = Callable[[Shards, int, tuple[int, ...], int, bytes], tuple[int, bytes] | None]
-Touch = Callable[[Shards, Moves, int, int, Sequence[int], bytes, Callable[[bytes], bytes]], None]
+Runs = list[tuple[int, ...] | None]
+"""Per shard, the links the last touch left at its end in order; None: unknown (see touch)."""
+
+
+class Touch(Protocol):
+    def __call__(
+        self,
+        shards: Shards,
+        moves: Moves,
+        mask: int,
+        cap: int,
+        hashes: Sequence[int],
+        fresh: bytes,
+        update: Callable[[bytes], bytes],
+        runs: Runs | None = None,
+        /,
+    ) -> None: ...
+
 
 PURE_ENV = "PHAROS_PURE_PYTHON"
 
@@ -42,14 +59,18 @@ def python_touch(
     hashes: Sequence[int],
     fresh: bytes,
     update: Callable[[bytes], bytes],
+    runs: Runs | None = None,
 ) -> None:
     """Record every link: a new one gets `fresh` (evicting its shard's least recently used at
     `cap`), a held one `update(entry)`, computed once per run of equal entries (a chain recorded
     at once leaves the same bytes on each of its links); each link becomes its shard's most
-    recent, in chain order."""
+    recent, in chain order. `runs`: the C build skips the moves a shard's run makes needless
+    (prefix/_indexc.c); here each touched shard's run is forgotten."""
     before = after = b""
     for hash_ in hashes:
         number = hash_ & mask
+        if runs is not None:
+            runs[number] = None
         entries = shards[number]
         packed = entries.get(hash_)
         if packed is None:
