@@ -6,9 +6,9 @@ from pharos.policy import DEFAULT_CONFIG, Candidate, RouteReq, pick
 
 
 def test_piling_onto_a_cached_target_raises_its_wait_until_another_wins():
-    # Both warm, 2 slots each, 4 s per request. The prompt is 8k tokens at 1 ms: 8 s uncached.
+    # Both warm, 2 slots each, 4.5 s per request. The prompt is 8k tokens at 1 ms: 8 s uncached.
     # Target 1 holds 7k of it, so it saves 7 s of prefill, and target 2 would redo those 7 s
-    # (rework, weight 2: 14 s more): target 1 wins until its queue outweighs 21 s.
+    # (rework, weight 3: 21 s more): target 1 wins until its queue outweighs 28 s.
     slots = {1: 2, 2: 2}
     queued = {1: 0, 2: 0}
     chosen: list[int] = []
@@ -22,7 +22,7 @@ def test_piling_onto_a_cached_target_raises_its_wait_until_another_wins():
                 warm=True,
                 matched_tokens=7000 if tid == 1 else 0,
                 prefill_s_per_token=0.001,
-                service_s=4.0,
+                service_s=4.5,
             )
             for tid in (1, 2)
         ]
@@ -35,7 +35,7 @@ def test_piling_onto_a_cached_target_raises_its_wait_until_another_wins():
             queued[d.target_id] += 1
         if d.target_id == 2:
             break
-    # Two free slots, then queue positions waiting 4/3 s, 8/3 s, ... 20 s ((q + 1) / 3 x 4 s;
-    # est 1 s + wait); the next would wait 21.3 s: est 22.3 s against target 2's 8 s + 14 s,
+    # Two free slots, then queue positions waiting 1.5 s, 3 s, ... 27 s ((q + 1) / 3 x 4.5 s;
+    # est 1 s + wait); the next would wait 28.5 s: est 29.5 s against target 2's 8 s + 21 s,
     # so target 2 wins.
-    assert chosen == [1] * 17 + [2]
+    assert chosen == [1] * 20 + [2]

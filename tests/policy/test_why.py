@@ -70,9 +70,9 @@ def test_warm_when_the_loaded_model_outweighed_load():
 
 
 def test_whichever_saved_more_names_the_why():
-    # Against an idle, cold, uncached target: the chosen one saves 8 s of load, and 2 s of
-    # prefill that the other would also redo (rework, weight 2: 4 s more), 6 s in all.
-    chosen = cand(1, free_slots=2, matched_tokens=2000)
+    # Against an idle, cold, uncached target: the chosen one saves 8 s of load, and 1.5 s of
+    # prefill that the other would also redo (rework, weight 3: 4.5 s more), 6 s in all.
+    chosen = cand(1, free_slots=2, matched_tokens=1500)
     idle_cold = cand(2, free_slots=4, warm=False)
     assert pick(REQ, [chosen, idle_cold], DEFAULT_CONFIG).why == "warm"
     big_prompt = RouteReq(prompt_tokens=40_000, seed=0)
@@ -82,7 +82,8 @@ def test_whichever_saved_more_names_the_why():
 
 def test_reason_reads_like_the_spec_example():
     warm_cached = cand(1, matched_tokens=1200, free_slots=2)
-    cold = cand(2, warm=False, load_s=6.0)  # 6 s of load outweigh 1.2 s of prefill + 2.4 of rework
+    # 4.8 s of load, 1.6 s of prefill and 3.6 s of rework (1.2k cached tokens, weight 3)
+    cold = cand(2, warm=False, load_s=4.8)
     d = pick(RouteReq(prompt_tokens=1600, seed=0), [warm_cached, cold], DEFAULT_CONFIG)
     assert d.reason == "warm, 1.2k cached tok, est 0.4s vs 10.0s (cold)"
 
