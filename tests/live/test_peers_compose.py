@@ -35,6 +35,7 @@ class Stack:
     env: dict[str, str]
     front: str = ""  # http://127.0.0.1:<published port>
     bases: dict[str, str] | None = None  # instance -> http://<container IP>:8090
+    stats: str = ""  # the front's HAProxy stats as CSV, on the compose network
 
     def compose(self, *args: str, timeout_s: float = 300.0) -> str:
         files = [DEPLOY / "compose.yaml", DEPLOY / "compose.e2e.yaml"]
@@ -50,6 +51,16 @@ class Stack:
     def base(self, instance: str) -> str:
         assert self.bases is not None
         return self.bases[instance]
+
+    async def all_in_rotation(self) -> bool:
+        """HAProxy marks an instance up after two good /healthz checks a second apart (rise 2),
+        and an instance answers 503 there until it has restored state: chats sent before that
+        got HAProxy's own 503 "No server is available" (seen in CI, 2 of 8 runs)."""
+        async with aiohttp.ClientSession() as client:
+            status, csv = await get(client, self.stats)
+        rows = [line.split(",") for line in csv.splitlines()]
+        up = {row[1] for row in rows if len(row) > 17 and row[0] == "instances" and row[17] == "UP"}
+        return status == 200 and {"a", "b", "c"} <= up  # servers of compose's haproxy.cfg
 
 
 @pytest.fixture(scope="module")
@@ -79,6 +90,8 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         assert port.startswith("127.0.0.1:"), port
         pending.front = f"http://{port}"
         pending.bases = {name: f"http://{pending.ip(name)}:8090" for name in INSTANCES}
+        pending.stats = f"http://{pending.ip('front')}:8404/stats;csv"
+        asyncio.run(until(pending.all_in_rotation, "the front sends to all three instances"))
         yield pending
     finally:
         try:
