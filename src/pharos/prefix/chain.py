@@ -261,7 +261,15 @@ class ChainMemo:
     memo at most `entries` of them (24 MiB). It holds prompts: never log what it keeps. One per
     Proxy; not for use across threads."""
 
-    __slots__ = ("_bodies", "_entries", "_max_entries", "_max_entry_bytes")
+    __slots__ = (
+        "_bodies",
+        "_entries",
+        "_last_cut",
+        "_max_entries",
+        "_max_entry_bytes",
+        "_shared",
+        "_writes",
+    )
 
     ENTRY_BYTES_PER_MESSAGE = 160
     """A kept message: its Struct and Raw (~100 bytes), its digest (32) and two ints in tuples."""
@@ -271,6 +279,9 @@ class ChainMemo:
             raise ValueError(f"a chain memo needs at least 1 entry, got {entries}")
         self._entries: list[MemoEntry] = []
         self._bodies: list[Kept] = []
+        self._shared: list[int] = []  # per kept body, its leading bytes shared with the first; -1
+        self._writes = 0  # remember() calls that changed the kept bodies
+        self._last_cut: tuple[bytes, list[int], int] | None = None  # body, shared_with_kept, writes
         self._max_entries = entries
         self._max_entry_bytes = max_entry_bytes
 
@@ -301,8 +312,10 @@ class ChainMemo:
             return None
         best: Kept | None = None
         best_count = 0
-        for kept in self._bodies:
-            count = bisect_right(kept[2], _shared_prefix(body, kept[0]))
+        shares = self.shared_with_kept(body)
+        self._last_cut = (body, shares, self._writes)
+        for kept, share in zip(self._bodies, shares, strict=True):
+            count = bisect_right(kept[2], share)
             if count > best_count:
                 best, best_count = kept, count
         if best is None:
@@ -329,15 +342,44 @@ class ChainMemo:
     ) -> None:
         """Keep a chat body whose messages decoded to `messages`, most recent first; `replaces`,
         the kept body it repeats whole, goes (the new one holds its Structs)."""
+        last, self._last_cut = self._last_cut, None
         if len(ends) != len(messages) or not self.takes(len(body), len(messages)):
             return
-        bodies = self._bodies
+        fresh = last is not None and last[0] is body and last[2] == self._writes
+        shares = last[1] if last is not None and fresh else None
+        bodies, shared = self._bodies, self._shared
         for index, kept in enumerate(bodies):
             if kept is replaces:
                 del bodies[index]
+                del shared[index]
+                if shares is not None:
+                    del shares[index]
                 break
         bodies.insert(0, (body, first, ends, messages))
+        shared[:] = [len(body), *(shares if shares is not None else [-1] * (len(bodies) - 1))]
         del bodies[self._max_entries :]
+        del shared[self._max_entries :]
+        self._writes += 1
+
+    def shared_with_kept(self, body: bytes) -> list[int]:
+        """How many leading bytes `body` shares with each kept body, most recent first. Only the
+        first is compared whole: the kept bodies' own shares with it decide the rest (of three
+        bodies, lcp(a, c) is min(lcp(a, b), lcp(b, c)) when those two differ), and where they are
+        equal the compare starts there. compare.py's 16 chats share 32.6 of 32.7 KiB: 8 memcmps of
+        it a request, now 1."""
+        bodies = self._bodies
+        if _shared_prefix is None or not bodies:
+            return []
+        first = _shared_prefix(body, bodies[0][0], 0)
+        out = [first]
+        for kept, between in zip(bodies[1:], self._shared[1:], strict=True):
+            if between < 0:
+                out.append(_shared_prefix(body, kept[0], 0))
+            elif between != first:
+                out.append(min(between, first))
+            else:
+                out.append(_shared_prefix(body, kept[0], between))
+        return out
 
     def scan(self, body: bytes) -> tuple[int, tuple[int, ...]] | None:
         """Where `body`'s messages array opens and each message ends (the C scan), or None."""
@@ -416,7 +458,8 @@ NativeMemoLinks = Callable[
     MemoLinks | None,
 ]
 
-SharedPrefix = Callable[[bytes, bytes], int]
+SharedPrefix = Callable[[bytes, bytes, int], int]
+"""(a, b, start): how many leading bytes a and b share, given that they share `start`."""
 MessageEnds = Callable[[bytes, int], tuple[int, tuple[int, ...]] | None]
 
 PURE_ENV = "PHAROS_PURE_PYTHON"
@@ -537,8 +580,13 @@ def _load_native_cut() -> tuple[SharedPrefix | None, MessageEnds | None]:
     if shared is None or ends is None:
         return None, None
     sample = b'{"model":"m", "messages" : [{"content":"a\\"}]"},{"role":"x"} ],"n":[1]}'
+    try:
+        starts_right = shared(sample, sample[:40] + b"!", 12) == 40
+    except TypeError:  # a build from before `start`
+        return None, None
     if (
-        shared(sample, sample[:40] + b"!") != 40
+        not starts_right
+        or shared(sample, sample[:40] + b"!", 0) != 40
         or ends(sample, 0) != (28, (47, 60))
         or ends(sample, 47) != (48, (60,))
     ):
