@@ -37,18 +37,11 @@ class Head:
     headers: list[tuple[str, str]]  # in order, names as sent
     content_length: int
     keep_alive: bool  # no `Connection: close`
+    first: dict[str, str]  # lower-case name -> its first value (what `get` reads)
 
     def get(self, name: str) -> str | None:
         """The first value of a header, its name matched without case."""
-        wanted = name.lower()
-        for key, value in self.headers:
-            if key.lower() == wanted:
-                return value
-        return None
-
-
-def _is_token(name: str) -> bool:
-    return bool(name) and not any(c in _TOKEN_BAD for c in name)
+        return self.first.get(name.lower())
 
 
 def parse_head(head: bytes, routes: Container[str]) -> Head | None:
@@ -57,7 +50,7 @@ def parse_head(head: bytes, routes: Container[str]) -> Head | None:
     if not joined.isascii() or len(joined.translate(None, _CONTROL)) != len(joined):
         return None  # a byte aiohttp decides about (obs-text, a control, a bare CR or LF)
     lines = head.decode("ascii").split("\r\n")
-    if len(lines) - 1 > MAX_HEADERS or any(len(line) > MAX_LINE_BYTES for line in lines):
+    if len(lines) - 1 > MAX_HEADERS or max(map(len, lines)) > MAX_LINE_BYTES:
         return None
     parts = lines[0].split(" ")
     if len(parts) != 3 or parts[0] != "POST" or parts[2] != "HTTP/1.1":
@@ -67,12 +60,14 @@ def parse_head(head: bytes, routes: Container[str]) -> Head | None:
     if path not in routes or "#" in target:
         return None
     headers: list[tuple[str, str]] = []
+    first: dict[str, str] = {}
     length: int | None = None
     connection = ""
     host = False
+    bad = _TOKEN_BAD
     for line in lines[1:]:
         name, colon, value = line.partition(":")
-        if not colon or not _is_token(name):
+        if not colon or not name or not bad.isdisjoint(name):  # a token: 1.0 -> 0.1 us a name
             return None
         value = value.strip(" \t")
         key = name.lower()
@@ -87,7 +82,8 @@ def parse_head(head: bytes, routes: Container[str]) -> Head | None:
         elif key == "host":
             host = True
         headers.append((name, value))
+        first.setdefault(key, value)
     if length is None or not host:
         return None  # aiohttp's 400 for a 1.1 request without Host
     keep_alive = "close" not in {token.strip() for token in connection.split(",")}
-    return Head("POST", path, target, headers, length, keep_alive)
+    return Head("POST", path, target, headers, length, keep_alive, first)
