@@ -15,6 +15,7 @@ import asyncio
 from collections import deque
 from typing import cast
 
+from pharos.proxy.stream_scan import complete_chunks
 from pharos.proxy.wirehead import (
     CHUNKED,
     LENGTH,
@@ -177,6 +178,14 @@ class Connection(asyncio.Protocol):
         pieces: list[bytes] = []
         while pos < end:
             state = self._chunk_state
+            if state == 0 and complete_chunks is not None:
+                # every complete plain chunk from here in one C call; the loop below reads what
+                # it stopped at (13 chunks a 10-token reply: ~0.7 us each in this loop)
+                payload, pos = complete_chunks(data, pos)
+                if payload:
+                    pieces.append(payload)
+                if pos >= end:
+                    break
             if state == 1:
                 take = min(self._left, end - pos)
                 pieces.append(data[pos : pos + take])
