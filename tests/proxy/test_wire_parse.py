@@ -19,6 +19,7 @@ from pharos.proxy.wire import (
     ReplyCut,
     WireError,
 )
+from pharos.proxy.wirehead import HeadCache, parse_head
 
 EVENT = b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
 
@@ -206,3 +207,33 @@ async def test_reading_pauses_while_the_client_lags_and_resumes_when_it_reads() 
     assert transport.paused
     assert len(conn.take()) == 300_000
     assert not transport.paused
+
+
+def test_the_reply_head_cache_answers_what_parse_head_answers() -> None:
+    cache = HeadCache()
+    good = [
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnection: close",
+        b"HTTP/1.0 503 -\r\nContent-Length: 2",
+    ]
+    for head in good * 2:
+        assert cache.parse(head) == parse_head(head)
+    for bad in (b"HTTP/2 200 OK", b"HTTP/1.1 200 OK\r\nContent-Length: x") * 2:
+        with pytest.raises(BadReply):
+            cache.parse(bad)
+    for n in range(HeadCache.MAX_HEADS * 2):
+        cache.parse(b"HTTP/1.1 200 OK\r\nContent-Length: %d" % n)
+    assert len(cache._heads) <= HeadCache.MAX_HEADS
+
+
+async def test_a_connection_s_headers_are_its_own_copy() -> None:
+    loop = asyncio.get_running_loop()
+    heads = HeadCache()
+    first, _ = connection(loop)
+    first._heads = heads
+    first.data_received(LENGTH_REPLY)
+    first.headers["x-written"] = "1"
+    second, _ = connection(loop)
+    second._heads = heads
+    second.data_received(LENGTH_REPLY)
+    assert "x-written" not in second.headers

@@ -30,7 +30,7 @@ from typing import Protocol, cast
 from aiohttp.tcp_helpers import tcp_keepalive
 
 from pharos.proxy.bodies import BodyBudget
-from pharos.proxy.fronthead import HEAD_END, MAX_HEAD_BYTES, parse_head
+from pharos.proxy.fronthead import HEAD_END, MAX_HEAD_BYTES, HeadCache
 from pharos.proxy.frontreply import DateLine, FrontSide
 from pharos.proxy.request_id import RequestIds, request_id_from
 from pharos.proxy.upstream import Route
@@ -64,6 +64,7 @@ class Front:
     ids: RequestIds | None
     idle_s: float
     date_line: DateLine = field(default_factory=DateLine)
+    heads: HeadCache = field(default_factory=HeadCache)
 
 
 class Manager(Protocol):
@@ -146,7 +147,7 @@ class FrontConnection(asyncio.Protocol):
             if len(buffer) > MAX_HEAD_BYTES or not b"POST ".startswith(buffer[:5]):
                 self._hand_off()  # a GET, an HTTP/2 preface...: aiohttp's from the first byte
             return
-        head = parse_head(bytes(buffer[:end]), self.front.routes)
+        head = self.front.heads.parse(bytes(buffer[:end]), self.front.routes)
         if head is None:
             self._hand_off()
             return

@@ -25,10 +25,10 @@ from pharos.proxy.wirehead import (
     BadReply,
     ClosedBeforeReply,
     ConnectFailed,
+    HeadCache,
     ReadTimeout,
     ReplyCut,
     WireError,
-    parse_head,
 )
 
 __all__ = [
@@ -64,8 +64,12 @@ def _extended_size(line: bytes) -> int:
 class Connection(asyncio.Protocol):
     """One keep-alive connection, one exchange at a time (state: the parse of the reply)."""
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, origin: str) -> None:
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, origin: str, heads: HeadCache | None = None
+    ) -> None:
+        """`heads`: the client's cache of parsed reply heads (its own when None)."""
         self.origin = origin
+        self._heads = HeadCache() if heads is None else heads
         self.transport: asyncio.Transport | None = None
         self.reused = False
         self.idle_since_s = 0.0
@@ -129,11 +133,11 @@ class Connection(asyncio.Protocol):
             head = bytes(self._head[:end])
             self._head.clear()
             try:
-                parsed = parse_head(head)
+                parsed = self._heads.parse(head)
             except BadReply as exc:
                 self._fail(exc)
                 return
-            self.status, self.headers = parsed.status, parsed.headers
+            self.status, self.headers = parsed.status, dict(parsed.headers)
             self.keep_alive, self._mode, self._left = parsed.keep_alive, parsed.mode, parsed.length
             if 100 <= self.status < 200:  # an interim reply: the real head follows
                 self._head_done = False
