@@ -237,3 +237,28 @@ async def test_a_connection_s_headers_are_its_own_copy() -> None:
     second._heads = heads
     second.data_received(LENGTH_REPLY)
     assert "x-written" not in second.headers
+
+
+async def test_the_idle_bound_of_a_reused_connection_s_next_exchange_holds() -> None:
+    """The idle timer outlives an exchange (one timer a connection, not one an exchange): a
+    next exchange with a shorter bound still times out at its own bound, not the first's."""
+    loop = asyncio.get_running_loop()
+    conn = Connection(loop, "http://engine")
+    conn.connection_made(Transport())  # type: ignore[arg-type]
+    conn.send(b"", b"", 3600.0)
+    loop.call_soon(conn.data_received, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    await conn.wait_head()  # waited: the connection's timer is armed for an hour
+    assert conn._timer is not None
+    conn.data_received(b"2\r\nab\r\n0\r\n\r\n")
+    assert await conn.next_chunk() == b"ab"
+    assert await conn.next_chunk() == b""
+    assert conn.reusable()
+    conn.reset()
+    conn.send(b"", b"", 0.05)
+    conn.data_received(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    await conn.wait_head()
+    started = loop.time()
+    with pytest.raises(ReadTimeout):
+        await asyncio.wait_for(conn.next_chunk(), 5.0)
+    assert 0.04 <= loop.time() - started < 1.0
+    conn.close()
