@@ -14,7 +14,6 @@ from __future__ import annotations
 from pharos.engine.usage import (
     Usage,
     decode_line,
-    may_carry_usage,
     merge_usage,
     usage_of,
 )
@@ -154,7 +153,7 @@ class StreamTap:
             self._drop_blank = False
             if line.strip() == b"":
                 return False
-        if len(line) > MAX_LINE_BYTES + 2 or not may_carry_usage(line):
+        if len(line) > MAX_LINE_BYTES + 2 or first_of(line, USAGE_MARKERS) < 0:
             return True
         reply = decode_line(line)
         if reply is None:
@@ -168,7 +167,7 @@ class StreamTap:
         return True
 
     def _remember(self, line: bytes) -> None:
-        if not may_carry_usage(line):
+        if first_of(line, USAGE_MARKERS) < 0:  # may_carry_usage in one scan
             return
         reply = decode_line(line)
         if reply is None:
