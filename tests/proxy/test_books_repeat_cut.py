@@ -228,3 +228,12 @@ def test_the_memo_knows_what_a_body_shares_with_each_kept_one(
             replaced = kept[source] if replaces and source < len(kept) else None
             memo.remember(body, 0, (), (), replaced)
         assert memo.shared_with_kept(body) == [shared_prefix(body, k[0], 0) for k in memo._bodies]
+
+
+@needs_cut
+def test_a_body_the_memo_would_never_keep_is_not_held_after_its_cut() -> None:
+    memo = ChainMemo(max_entry_bytes=100)
+    memo.remember(b'{"messages":[1]}', 0, (), ())
+    large = b'{"messages":[1]}' + b" " * 200
+    memo.cut(large)
+    assert memo._last_cut is None

@@ -315,7 +315,9 @@ class ChainMemo:
         best: Kept | None = None
         best_count = 0
         shares = self.shared_with_kept(body)
-        self._last_cut = (body, shares, self._writes)
+        # for remember(), which keeps no body past max_entry_bytes: only such a body is held
+        fits = len(body) <= self._max_entry_bytes
+        self._last_cut = (body, shares, self._writes) if fits else None
         for kept, share in zip(self._bodies, shares, strict=True):
             count = bisect_right(kept[2], share)
             if count > best_count:
