@@ -35,7 +35,7 @@ import struct
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import cast
+from typing import NamedTuple, cast
 
 import msgspec
 
@@ -231,10 +231,10 @@ Kept = tuple[bytes, int, tuple[int, ...], tuple[object, ...]]
 its decoded message Structs)."""
 
 
-@dataclass(frozen=True, slots=True)
-class Cut:
+class Cut(NamedTuple):
     """A body with the messages a kept body repeats byte for byte cut out (`body`: all but them),
-    `messages`: the kept Structs for them, `first` and `ends` as Kept's, for the whole body."""
+    `messages`: the kept Structs for them, `first` and `ends` as Kept's, for the whole body. A
+    NamedTuple: one a chat request, and a frozen dataclass's __init__ took ~1.5 us of it."""
 
     body: bytes
     messages: tuple[object, ...]
