@@ -82,11 +82,13 @@ def _ext_modules() -> list[Any]:
 NATIVE = [
     Extension("pharos.prefix._chainc", ["src/pharos/prefix/_chainc.c"], optional=True),
     Extension("pharos.prefix._indexc", ["src/pharos/prefix/_indexc.c"], optional=True),
+    Extension("pharos.proxy._streamc", ["src/pharos/proxy/_streamc.c"], optional=True),
 ]
 """Plain C, no mypyc: the chat chain's links (prefix/_chainc.c; prefix/chain.py falls back to its
 Python loop without it). 194-message 32 KiB chat: ~170-250 -> ~35 µs. Its message_links reads
 proxy/parse.py's message Structs with raw JSON contents (without it parse decodes them strictly). The prefix index's per-link
-loops (prefix/_indexc.c; prefix/links.py is the fallback)."""
+loops (prefix/_indexc.c; prefix/links.py is the fallback). The upstream stream's chunk framing and
+the tap's scan for usage names (proxy/_streamc.c; proxy/stream_scan.py is the fallback)."""
 
 
 def _native_modules() -> list[Any]:

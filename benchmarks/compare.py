@@ -14,8 +14,16 @@ the proxies' own event-loop lag read from their /metrics (Pharos, and the bare o
 control), each proxy's CPU per request, and issue 13's table. Beside them, floor_proxy.py
 (FLOORS) shows the least CPU per request any Python proxy of this workload spends.
 
+A/B of two Pharos builds: `--pharos-b SRC` runs a second Pharos (`pharos-b`) from another
+checkout's `src` (built in place; this venv's Python with PYTHONPATH=SRC) beside this one,
+`--rounds N` alternates the c=32 phases N times (each order and its reverse), `--workload`
+keeps one workload, and every c=32 phase is printed (`bench compare-phase-...`) with the median
+CPU per request of each proxy (`bench compare-median-...`).
+
 Run: make bench-compare (installs LiteLLM 1.110.2 into ~/.cache/pharos/bench first), or
      .venv/bin/python benchmarks/compare.py [--litellm PATH] [--requests N] [--seconds S]
+     .venv/bin/python benchmarks/compare.py --no-floors --pharos-b /tmp/main/src --rounds 3 \
+         --workload chat-32k-10tok --requests 300
      .venv/bin/python benchmarks/compare.py --smoke   (tiny counts, for CI)
 """
 
@@ -357,7 +365,12 @@ Python proxy spends. Printed beside the others, never part of issue 13's ratios.
 
 
 def proxies_for(
-    engine: str, workdir: Path, litellm: Path | None, *, floors: bool = True
+    engine: str,
+    workdir: Path,
+    litellm: Path | None,
+    *,
+    floors: bool = True,
+    pharos_b: Path | None = None,
 ) -> list[Proxy]:
     bin_dir = Path(sys.executable).parent
     pharos_port, bare_port = free_port(), free_port()
@@ -380,6 +393,19 @@ def proxies_for(
             "/healthz",
         ),
     ]
+    if pharos_b is not None:
+        port = free_port()
+        config_b = workdir / "pharos-b.yaml"
+        config_b.write_text(config.read_text().replace(f":{pharos_port}\n", f":{port}\n", 1))
+        out.append(
+            Proxy(
+                "pharos-b",
+                [sys.executable, "-m", "pharos.cmd.main", "serve", "--config", str(config_b)],
+                f"http://127.0.0.1:{port}",
+                "/healthz",
+                env={"PYTHONPATH": str(pharos_b)},
+            )
+        )
     for name, flags in FLOORS if floors else ():
         port = free_port()
         out.append(
@@ -483,7 +509,11 @@ async def run(args: argparse.Namespace) -> None:
         tempfile.TemporaryDirectory(prefix="pharos-bench-") as tmp,
         fake_engine(other_cores) as fake,
     ):
-        proxies = proxies_for(fake.url, Path(tmp), litellm, floors=not args.no_floors)
+        pharos_b = Path(args.pharos_b) if args.pharos_b else None  # main() made it absolute
+        proxies = proxies_for(
+            fake.url, Path(tmp), litellm, floors=not args.no_floors, pharos_b=pharos_b
+        )
+        workloads = [w for w in WORKLOADS if args.workload in (None, w.name)]
         print(
             f"# proxy on core {proxy_core}, fake vLLM and client on {other_cores}; "
             f"load average {os.getloadavg()[0]:.2f}",
@@ -495,7 +525,8 @@ async def run(args: argparse.Namespace) -> None:
                 f"{w.output_tokens} output tokens per stream, fake with {w.slots} slots",
                 file=sys.stderr,
             )
-        phases: dict[str, dict[str, Phase]] = {w.name: {} for w in WORKLOADS}
+        phases: dict[str, dict[str, Phase]] = {w.name: {} for w in workloads}
+        every: dict[str, dict[str, list[Phase]]] = {w.name: {} for w in workloads}
         lag_c32: dict[str, dict[str, float]] = {}
         try:
             for proxy in proxies:
@@ -522,8 +553,8 @@ async def run(args: argparse.Namespace) -> None:
                     controls.setdefault(proxy.name, samples["bare"])
                 if not lag_c1:  # the first phase only: in LiteLLM's, its CPU delays their loops
                     lag_c1 = {p.name: await loop_lag_buckets(p) for p in sampled}
-            for w in WORKLOADS:
-                for order in (proxies, proxies[::-1]):
+            for w in workloads:
+                for order in (proxies, proxies[::-1]) * args.rounds:
                     for proxy in order:
                         before = await loop_lag_buckets(proxy) if proxy in sampled else {}
                         meter = meters[proxy.name]
@@ -536,6 +567,8 @@ async def run(args: argparse.Namespace) -> None:
                                 before,
                                 await loop_lag_buckets(proxy),
                             )
+                        every[w.name].setdefault(proxy.name, []).append(got)
+                        print(phase_line(proxy.name, w.name, got, os.getloadavg()[0]))
                         kept = phases[w.name].get(proxy.name)
                         if kept is None or got.rps > kept.rps:
                             phases[w.name][proxy.name] = got
@@ -543,9 +576,31 @@ async def run(args: argparse.Namespace) -> None:
             for proxy in proxies:
                 proxy.stop()
     report(ttft, controls, c1, phases, args.concurrency)
+    for workload, by_proxy in every.items():
+        for name, runs in by_proxy.items():
+            print(median_line(name, workload, runs))
     for name in LAG_SAMPLED:
         print(lag_line(name, "c1", lag_start[name], lag_c1[name]))
         print(lag_line(name, f"c{args.concurrency}", {}, lag_c32[name]))
+
+
+def phase_line(name: str, workload: str, phase: Phase, load: float) -> str:
+    """One c=32 phase as it ended (printed at once: an A/B run's every phase, in order)."""
+    return (
+        f"bench compare-phase-{name}-{workload} rps={phase.rps:.0f} "
+        f"cpu_ms_per_req={phase.cpu_ms_per_request:.3f} "
+        f"proxy_busy={phase.busy(phase.proxy_cpu_s):.2f} load={load:.2f}"
+    )
+
+
+def median_line(name: str, workload: str, runs: Sequence[Phase]) -> str:
+    """A proxy's c=32 phases of one workload: the median CPU per request and req/s."""
+    cpu = statistics.median(p.cpu_ms_per_request for p in runs)
+    rps = statistics.median(p.rps for p in runs)
+    return (
+        f"bench compare-median-{name}-{workload} cpu_ms_per_req={cpu:.3f} rps={rps:.0f} "
+        f"phases={len(runs)}"
+    )
 
 
 def report(
@@ -655,7 +710,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--no-floors", action="store_true", help="skip floor_proxy.py (A/B runs of Pharos)"
     )
+    parser.add_argument(
+        "--pharos-b", help="another checkout's src (built in place): a second Pharos, pharos-b"
+    )
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="c=32: each order and its reverse, this many times"
+    )
+    parser.add_argument(
+        "--workload", choices=[w.name for w in WORKLOADS], help="c=32: this workload only"
+    )
     args = parser.parse_args(argv)
+    if args.pharos_b:
+        args.pharos_b = os.path.abspath(args.pharos_b)
     if args.smoke or os.environ.get("PHAROS_BENCH_SMOKE") == "1":
         args.requests, args.warmup, args.seconds, args.concurrency = 20, 2, 0.5, 4
         args.litellm_requests = 10

@@ -343,7 +343,7 @@ def test_debug_line_quotes_client_strings_onto_one_line() -> None:
         decisions=(("admission", "ok"), ("route", "unknown_model")),
         target_key=None,
         backend_url=None,
-        reason="",
+        decision=None,
         overhead_s=None,
         queue_wait_s=None,
         ttft_s=None,

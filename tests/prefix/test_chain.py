@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from pharos.prefix import EMPTY_CHAIN, PROMPT_BLOCK_BYTES, Chain, chain_for_chat, chain_for_prompt
+from pharos.prefix import chain as chain_module
 
 MODEL = "qwen2.5:0.5b"
 CONVERSATION = [
@@ -279,3 +280,20 @@ def test_every_content_shape_keeps_its_pinned_hash() -> None:
     chain = chain_for_chat("m", None, PINNED_MIXED_MESSAGES)
     assert chain.hashes == PINNED_MIXED[0] + PINNED_MIXED[1]
     assert chain.cum_bytes == PINNED_MIXED_CUM_BYTES
+
+
+def test_the_memo_s_chat_root_is_the_root_whatever_came_before() -> None:
+    """ChainMemo keeps the last chat's h0; a changed model or tools gets its own."""
+    memo = chain_module.ChainMemo()
+    for model, tools in [
+        ("m", None),
+        ("m", None),
+        ("m", b'[{"type":"function"}]'),
+        ("m", b'[{"type":"function"}]'),
+        ("m", b"[]"),
+        ("n", b"[]"),
+        ("m", None),
+    ]:
+        assert memo.chat_root(model, tools) == chain_module._root(
+            chain_module._KIND_CHAT, model, tools
+        )

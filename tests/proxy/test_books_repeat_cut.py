@@ -192,3 +192,48 @@ def test_the_memo_keeps_at_most_its_entries_bodies() -> None:
             memo=memo,
         )
     assert len(memo._bodies) == 3
+
+
+@needs_cut
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.integers(0, 3),  # which kept body a new one starts from (or a fresh one)
+            st.integers(0, 40),  # how many of its bytes it shares
+            st.binary(max_size=6),  # then its own bytes
+            st.sampled_from(["cut", "both", "remember"]),  # remember without a cut first too
+            st.booleans(),  # it replaces the kept body it started from
+        ),
+        max_size=14,
+    )
+)
+def test_the_memo_knows_what_a_body_shares_with_each_kept_one(
+    steps: list[tuple[int, int, bytes, str, bool]],
+) -> None:
+    """The shares cut() reads come from the first kept body's and the kept bodies' own, compared
+    only where those are equal: always what comparing every kept body whole gives."""
+    memo = ChainMemo(entries=4)
+    shared_prefix = chain_module._shared_prefix
+    assert shared_prefix is not None
+    for source, shares, tail, how, replaces in steps:
+        kept = memo._bodies
+        base = kept[source][0] if source < len(kept) else b"x" * 40
+        body = base[:shares] + tail
+        expected = [shared_prefix(body, k[0], 0) for k in kept]
+        if how != "remember":
+            memo.cut(body)
+            assert memo.shared_with_kept(body) == expected
+        if how != "cut":
+            replaced = kept[source] if replaces and source < len(kept) else None
+            memo.remember(body, 0, (), (), replaced)
+        assert memo.shared_with_kept(body) == [shared_prefix(body, k[0], 0) for k in memo._bodies]
+
+
+@needs_cut
+def test_a_body_the_memo_would_never_keep_is_not_held_after_its_cut() -> None:
+    memo = ChainMemo(max_entry_bytes=100)
+    memo.remember(b'{"messages":[1]}', 0, (), ())
+    large = b'{"messages":[1]}' + b" " * 200
+    memo.cut(large)
+    assert memo._last_cut is None

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import types
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, cast
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -273,3 +274,48 @@ async def test_a_slow_reader_holds_the_writer_until_it_drains() -> None:
     conn.resume_writing()
     await settle()
     assert wrote_second.is_set() and transport.out.endswith(b"1\r\nb\r\n0\r\n\r\n")
+
+
+class IdleClock:
+    """The loop calls the idle timer makes, on a clock the test moves."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.timers: list[tuple[float, Any]] = []
+
+    def time(self) -> float:
+        return self.now
+
+    def call_at(self, when: float, callback: Any) -> Any:
+        self.timers.append((when, callback))
+        return types.SimpleNamespace(cancel=lambda: None)
+
+
+def test_one_idle_timer_counts_from_the_last_reply_of_a_kept_alive_connection() -> None:
+    """One idle timer a connection (not a cancel and a new one a request): when it fires it
+    moves on to the bound from the last reply, never closes a connection serving a request,
+    and closes one idle for idle_s (30 s here)."""
+    clock = IdleClock()
+    front = Front(serve=echo, routes=ROUTES, access=None, budget=None, ids=None, idle_s=30.0)
+    conn = FrontConnection(front, Manager(), clock)  # type: ignore[arg-type]
+    transport = Transport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    assert [when for when, _ in clock.timers] == [30.0]
+    clock.now = 10.0
+    conn._task = cast(Any, object())  # a request is served from 10 s to 12 s
+    clock.now = 12.0
+    conn._task = None
+    conn._arm_idle()
+    assert len(clock.timers) == 1  # the pending timer serves this idle spell too
+    clock.now = 30.0
+    clock.timers[-1][1]()
+    assert not transport.closed and clock.timers[-1][0] == 42.0  # moved on to 12 + 30
+    conn._task = cast(Any, object())  # serving again when it fires: not closed, not re-armed
+    clock.now = 42.0
+    clock.timers[-1][1]()
+    assert not transport.closed and len(clock.timers) == 2
+    conn._task = None
+    conn._arm_idle()  # the reply is out at 42 s: a timer for 72 s
+    clock.now = 72.0
+    clock.timers[-1][1]()
+    assert transport.closed

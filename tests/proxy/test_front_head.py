@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from pharos.proxy.app import ROUTES
-from pharos.proxy.fronthead import MAX_HEADERS, MAX_LINE_BYTES, parse_head
+from pharos.proxy.fronthead import MAX_HEADERS, MAX_LINE_BYTES, HeadCache, parse_head
 
 PLAIN = (
     b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer k\r\n"
@@ -70,3 +70,17 @@ HANDED_OFF = {
 @pytest.mark.parametrize("head", HANDED_OFF.values(), ids=HANDED_OFF.keys())
 def test_anything_but_the_plain_head_goes_to_aiohttp(head: bytes) -> None:
     assert parse_head(head, ROUTES) is None
+
+
+def test_the_head_cache_answers_what_parse_head_answers_and_stays_bounded() -> None:
+    cache = HeadCache()
+    heads = [PLAIN, PLAIN.replace(b"12", b"13"), *HANDED_OFF.values(), PLAIN]
+    for head in heads * 2:
+        assert cache.parse(head, ROUTES) == parse_head(head, ROUTES)
+    assert cache.parse(PLAIN, ROUTES) is cache.parse(PLAIN, ROUTES)  # one Head serves a repeat
+    for n in range(HeadCache.MAX_HEADS * 3):
+        assert cache.parse(PLAIN.replace(b"12", b"%d" % n), ROUTES) is not None
+    assert len(cache._heads) <= HeadCache.MAX_HEADS
+    long_head = PLAIN + b"\r\nX-Big: " + b"a" * HeadCache.MAX_CACHED_BYTES
+    assert cache.parse(long_head, ROUTES) == parse_head(long_head, ROUTES)
+    assert long_head not in cache._heads

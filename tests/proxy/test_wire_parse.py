@@ -19,6 +19,7 @@ from pharos.proxy.wire import (
     ReplyCut,
     WireError,
 )
+from pharos.proxy.wirehead import HeadCache, parse_head
 
 EVENT = b'data: {"choices":[{"delta":{"content":"x"}}]}\n\n'
 
@@ -206,3 +207,58 @@ async def test_reading_pauses_while_the_client_lags_and_resumes_when_it_reads() 
     assert transport.paused
     assert len(conn.take()) == 300_000
     assert not transport.paused
+
+
+def test_the_reply_head_cache_answers_what_parse_head_answers() -> None:
+    cache = HeadCache()
+    good = [
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 11\r\nConnection: close",
+        b"HTTP/1.0 503 -\r\nContent-Length: 2",
+    ]
+    for head in good * 2:
+        assert cache.parse(head) == parse_head(head)
+    for bad in (b"HTTP/2 200 OK", b"HTTP/1.1 200 OK\r\nContent-Length: x") * 2:
+        with pytest.raises(BadReply):
+            cache.parse(bad)
+    for n in range(HeadCache.MAX_HEADS * 2):
+        cache.parse(b"HTTP/1.1 200 OK\r\nContent-Length: %d" % n)
+    assert len(cache._heads) <= HeadCache.MAX_HEADS
+
+
+async def test_a_connection_s_headers_are_its_own_copy() -> None:
+    loop = asyncio.get_running_loop()
+    heads = HeadCache()
+    first, _ = connection(loop)
+    first._heads = heads
+    first.data_received(LENGTH_REPLY)
+    first.headers["x-written"] = "1"
+    second, _ = connection(loop)
+    second._heads = heads
+    second.data_received(LENGTH_REPLY)
+    assert "x-written" not in second.headers
+
+
+async def test_the_idle_bound_of_a_reused_connection_s_next_exchange_holds() -> None:
+    """The idle timer outlives an exchange (one timer a connection, not one an exchange): a
+    next exchange with a shorter bound still times out at its own bound, not the first's."""
+    loop = asyncio.get_running_loop()
+    conn = Connection(loop, "http://engine")
+    conn.connection_made(Transport())  # type: ignore[arg-type]
+    conn.send(b"", b"", 3600.0)
+    loop.call_soon(conn.data_received, b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    await conn.wait_head()  # waited: the connection's timer is armed for an hour
+    assert conn._timer is not None
+    conn.data_received(b"2\r\nab\r\n0\r\n\r\n")
+    assert await conn.next_chunk() == b"ab"
+    assert await conn.next_chunk() == b""
+    assert conn.reusable()
+    conn.reset()
+    conn.send(b"", b"", 0.05)
+    conn.data_received(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+    await conn.wait_head()
+    started = loop.time()
+    with pytest.raises(ReadTimeout):
+        await asyncio.wait_for(conn.next_chunk(), 5.0)
+    assert 0.04 <= loop.time() - started < 1.0
+    conn.close()

@@ -12,6 +12,7 @@ from pharos.state.records import BackendRuntime, Observed, TargetRecord
 from pharos.state.spec import BackendSpec, StateOptions
 from pharos.state.stats import TargetStats
 from pharos.state.view import TargetView
+from pharos.state.views import ViewCache
 
 URL = "http://gpu:8000"
 
@@ -72,3 +73,48 @@ def test_every_view_field_holds_its_own_distinct_value() -> None:
     assert len(set(map(repr, distinct))) == len(distinct)
     got = target_view(record, backend, StateOptions(), 101.0, None)
     assert got == expected
+
+
+def test_a_view_after_a_reply_holds_every_field_where_its_name_says() -> None:
+    """ViewCache patches a view after a reply's writes (stats, reply time) positionally too."""
+    backend = BackendRuntime(
+        spec=BackendSpec(URL, kind=Kind.VLLM, memory_bytes=8, capacity=7),
+        observed=Observed(
+            full=Snapshot(
+                version="1",
+                models=MappingProxyType(
+                    {"m": ModelInfo(state=Residency.COLD, vram_bytes=6, size_bytes=5)}
+                ),
+                loads=MappingProxyType({"m": Load(capacity=3)}),
+            ),
+            full_at=99.0,
+            fast=Snapshot(
+                version="1",
+                loads=MappingProxyType({"m": Load(running=1, waiting=2, kv_usage=0.4)}),
+            ),
+            fast_at=100.0,
+            listed=frozenset({"m"}),
+        ),
+    )
+    record = TargetRecord(
+        target_id=4,
+        key=f"{URL} m",
+        backend_url=URL,
+        model="m",
+        served_model="served-m",
+        generation=9,
+    )
+    restored = TargetStats(prefill_s_per_token=0.02, load_s=13.0, service_s=14.0)
+    cache = ViewCache(StateOptions())
+    before = cache.view(record, backend, restored, 100.5)
+    assert before.residency is Residency.COLD
+    record.stats = TargetStats(prefill_s_per_token=0.01, load_s=11.0, service_s=12.0)
+    record.reply_loaded_at = 100.6
+    after = cache.view(record, backend, restored, 101.0)
+    assert after == target_view(record, backend, StateOptions(), 101.0, restored)
+    assert (after.residency, after.prefill_s_per_token, after.load_s, after.service_s) == (
+        Residency.LOADED,
+        0.01,
+        11.0,
+        12.0,
+    )

@@ -63,6 +63,8 @@ steps = st.one_of(
     st.tuples(st.just("generation"), st.integers(min_value=0, max_value=3)),
     st.tuples(st.just("restored"), st.floats(min_value=0.001, max_value=1.0)),
     st.tuples(st.just("new_backend"), st.booleans()),
+    st.tuples(st.just("served_model"), st.booleans()),
+    st.tuples(st.just("prefill"), st.floats(min_value=0.0, max_value=1.0)),
 )
 
 
@@ -119,6 +121,15 @@ def test_a_reused_view_equals_a_fresh_build_after_any_writes_at_any_time(
             restored = TargetStats(prefill_s_per_token=arg, load_s=arg)
         elif step == "new_backend":  # set_backends with a changed spec: a new runtime
             backend = BackendRuntime(spec=spec(capacity=2 if arg else None))
+        elif step == "served_model":  # the registry's rename of the engine's own name
+            record.served_model = "m-served" if arg else "m"
+        elif step == "prefill":  # a reply's every sample, as Scheduler._learn observes them
+            assert isinstance(arg, float)
+            record.stats = record.stats.observed(
+                prefill_s_per_token=arg / 1000, load_s=arg * 3, service_s=arg + 1
+            )
+            record.reply_loaded_at = now
+            record.last_residency = LOADED
         assert cache.view(record, backend, restored, now) == target_view(
             record, backend, OPTIONS, now, restored
         )

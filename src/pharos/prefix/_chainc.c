@@ -947,16 +947,18 @@ refuse:
     Py_RETURN_NONE;
 }
 
-/* shared_prefix(a, b) -> how many leading bytes two bodies share (memcmp in 256-byte steps). */
+/* shared_prefix(a, b[, start]) -> how many leading bytes two bodies share (memcmp in 256-byte
+   steps), compared from `start` (the caller knows they share that many). */
 static PyObject *shared_prefix(PyObject *self, PyObject *args) {
     (void)self;
     const char *a, *b;
     Py_ssize_t a_len, b_len;
-    if (!PyArg_ParseTuple(args, "y#y#", &a, &a_len, &b, &b_len)) {
+    Py_ssize_t start = 0;
+    if (!PyArg_ParseTuple(args, "y#y#|n", &a, &a_len, &b, &b_len, &start)) {
         return NULL;
     }
     Py_ssize_t limit = a_len < b_len ? a_len : b_len;
-    Py_ssize_t k = 0;
+    Py_ssize_t k = start < 0 ? 0 : (start > limit ? limit : start);
     while (k + 256 <= limit && memcmp(a + k, b + k, 256) == 0) {
         k += 256;
     }
@@ -976,7 +978,8 @@ static PyMethodDef methods[] = {
      "(hashes, cum_bytes) of a chat's links from its message Structs, or None"},
     {"message_ends", message_ends, METH_VARARGS,
      "(first, ends): where a body's messages array opens and each message ends, or None"},
-    {"shared_prefix", shared_prefix, METH_VARARGS, "how many leading bytes two bodies share"},
+    {"shared_prefix", shared_prefix, METH_VARARGS,
+     "how many leading bytes two bodies share (from start)"},
     {NULL, NULL, 0, NULL},
 };
 

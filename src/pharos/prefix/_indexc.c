@@ -82,7 +82,8 @@ static int flush(PyObject *move, PyObject *run, Py_ssize_t upto) {
    the same keys to the end in the same order a second time leaves the order as it was. Their
    moves are deferred while the links match and made at the first mismatch, so the order is
    always what the plain loop leaves. 194-link chat recorded again: ~97k instructions of
-   move_to_end calls a record fewer (callgrind). */
+   move_to_end calls a record fewer (callgrind). Each link's int is read and hashed once, for
+   the shard, the get and the store. */
 static PyObject *touch(PyObject *self, PyObject *args) {
     PyObject *shards, *moves, *hashes_in, *fresh, *update, *runs = Py_None;
     unsigned long long mask;
@@ -104,7 +105,7 @@ static PyObject *touch(PyObject *self, PyObject *args) {
     PyObject *hashes = PySequence_Fast(hashes_in, "hashes must be a sequence");
     if (hashes == NULL) return NULL;
     /* per shard: matched run links (deferred moves; -1 none pending), links seen, evicted */
-    Py_ssize_t *cursor = NULL, *seen = NULL;
+    Py_ssize_t *cursor = NULL, *seen = NULL, *numbers = NULL;
     char *evicted = NULL;
     if (runs != NULL) {
         cursor = PyMem_Calloc((size_t)nshards, sizeof(Py_ssize_t));
@@ -127,15 +128,35 @@ static PyObject *touch(PyObject *self, PyObject *args) {
     Py_ssize_t count = PySequence_Fast_GET_SIZE(hashes);
     PyObject *result = NULL;
     int building = 0; /* the new runs are being built: nothing is deferred any more */
+    /* each link's shard, found once (the runs are rebuilt from them below) */
+    numbers = PyMem_Malloc((size_t)(count > 0 ? count : 1) * sizeof(Py_ssize_t));
+    if (numbers == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
     for (Py_ssize_t n = 0; n < count; n++) {
         PyObject *hash = PySequence_Fast_GET_ITEM(hashes, n);
-        PyObject *shard = shard_of(shards, hash, mask);
-        if (shard == NULL) goto done;
-        Py_ssize_t number = (Py_ssize_t)(PyLong_AsUnsignedLongLongMask(hash) & mask);
+        /* shard_of's steps, the int read once (it was read three times a link) */
+        unsigned long long low = PyLong_AsUnsignedLongLongMask(hash);
+        if (low == (unsigned long long)-1 && PyErr_Occurred()) goto done;
+        Py_ssize_t number = (Py_ssize_t)(low & mask);
+        if (number >= nshards) {
+            PyErr_SetString(PyExc_ValueError, "mask selects a shard that does not exist");
+            goto done;
+        }
+        PyObject *shard = PyTuple_GET_ITEM(shards, number);
+        if (!PyDict_Check(shard)) {
+            PyErr_SetString(PyExc_TypeError, "a shard must be a dict");
+            goto done;
+        }
+        numbers[n] = number;
+        /* the key's hash once, for both the get and the store (a link was hashed twice) */
+        Py_hash_t known = PyObject_Hash(hash);
+        if (known == -1) goto done;
         PyObject *move = PyTuple_GET_ITEM(moves, number);
         PyObject *run = runs == NULL ? NULL : PyList_GET_ITEM(runs, number);
         if (runs != NULL) seen[number]++;
-        PyObject *packed = PyDict_GetItemWithError(shard, hash);
+        PyObject *packed = _PyDict_GetItem_KnownHash(shard, hash, known);
         if (packed == NULL) {
             if (PyErr_Occurred()) goto done;
             if (runs != NULL && cursor[number] >= 0) {
@@ -174,7 +195,7 @@ static PyObject *touch(PyObject *self, PyObject *args) {
            key it holds, OrderedDict's own setitem is this same dict store plus a second lookup
            that finds the node already there (no resize, no new node, its order untouched):
            712 -> ~250 instructions a link (callgrind). New keys still go through its setitem. */
-        if (after != held && PyDict_SetItem(shard, hash, after) < 0) goto done;
+        if (after != held && _PyDict_SetItem_KnownHash(shard, hash, after, known) < 0) goto done;
         if (runs != NULL && cursor[number] >= 0) {
             Py_ssize_t at = cursor[number];
             int same = PyObject_RichCompareBool(PyTuple_GET_ITEM(run, at), hash, Py_EQ);
@@ -216,7 +237,7 @@ static PyObject *touch(PyObject *self, PyObject *args) {
         }
         for (Py_ssize_t n = 0; n < count; n++) {
             PyObject *hash = PySequence_Fast_GET_ITEM(hashes, n);
-            Py_ssize_t s = (Py_ssize_t)(PyLong_AsUnsignedLongLongMask(hash) & mask);
+            Py_ssize_t s = numbers[n];
             PyObject *run = PyList_GET_ITEM(runs, s);
             if (run == Py_None) continue;
             Py_INCREF(hash);
@@ -241,6 +262,7 @@ done:
         }
         PyErr_Restore(type, value, traceback);
     }
+    PyMem_Free(numbers);
     PyMem_Free(cursor);
     PyMem_Free(seen);
     PyMem_Free(evicted);

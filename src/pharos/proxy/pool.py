@@ -26,6 +26,7 @@ from pharos.proxy.wire import (
     ConnectFailed,
     Connection,
 )
+from pharos.proxy.wirehead import HeadCache
 
 KEEPALIVE_S = 15.0
 """An idle pooled connection older than this is closed, not reused (aiohttp's default)."""
@@ -124,6 +125,7 @@ class UpstreamClient:
         self._cred_table: CredentialTable | None = None
         self._cred_cache: dict[str, bytes] = {}
         self._ssl = ssl_context
+        self._heads = HeadCache()  # the engines' reply heads, parsed once each
         self._closed = False
 
     async def post(
@@ -245,7 +247,7 @@ class UpstreamClient:
         try:
             async with asyncio.timeout(self._connect_s):
                 _, conn = await loop.create_connection(
-                    lambda: Connection(loop, origin.key),
+                    lambda: Connection(loop, origin.key, self._heads),
                     origin.host,
                     origin.port,
                     ssl=ssl_context,

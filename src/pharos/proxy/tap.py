@@ -14,12 +14,14 @@ from __future__ import annotations
 from pharos.engine.usage import (
     Usage,
     decode_line,
-    first_usage_marker,
-    may_carry_usage,
     merge_usage,
     usage_of,
 )
 from pharos.proxy.rename import ReplyRename
+from pharos.proxy.stream_scan import first_of
+
+USAGE_MARKERS = (b"usage", b"prompt_eval", b"timings", b"eval_count")
+"""engine.usage's names (may_carry_usage, first_usage_marker): a line without one carries none."""
 
 MAX_LINE_BYTES = 64 * 1024
 """Longer lines pass through unparsed (a huge one-line non-streamed reply gives no usage)."""
@@ -46,22 +48,6 @@ class StreamTap:
 
     def feed(self, chunk: bytes) -> bytes:
         """Returns the bytes to write to the client now."""
-        if (
-            chunk
-            and chunk[-1] == _NL_BYTE
-            and b"usage" not in chunk
-            and b"eval" not in chunk
-            and b"timings" not in chunk
-            and self._rename is None
-            and not self._partial
-            and not self._overlong
-            and not self._drop_blank
-        ):
-            # Whole lines, none of them can carry usage (`eval` is in both of may_carry_usage's
-            # Ollama names): passed on unread, as _feed would, without its calls and its fourth
-            # scan. Every token of a stream comes here: 10.6k -> 9.8k instructions a 250-byte
-            # vLLM chunk (callgrind).
-            return chunk
         if self._rename is not None:
             return self._rename.feed(self._feed(chunk))
         return self._feed(chunk)
@@ -72,9 +58,10 @@ class StreamTap:
         if not self._partial and not self._overlong and not self._drop_blank:
             # No line in progress: the lines before the first usage name are passed on
             # unread. An engine's reads hold many events (13 per 10-token vLLM stream in 2
-            # reads at c=32): the usage chunk's read was split into lines, all of them.
-            marker = first_usage_marker(chunk)
-            if marker < 0 and chunk[-1:] == _NL:
+            # reads at c=32): the usage chunk's read was split into lines, all of them. Every
+            # read takes one scan for the four names (stream_scan.first_of: C's memmem).
+            marker = first_of(chunk, USAGE_MARKERS)
+            if marker < 0 and chunk[-1] == _NL_BYTE:
                 return chunk  # whole lines, none can carry usage: nothing to parse, hold or drop
             if marker > 0:
                 start = chunk.rfind(_NL, 0, marker) + 1
@@ -166,7 +153,7 @@ class StreamTap:
             self._drop_blank = False
             if line.strip() == b"":
                 return False
-        if len(line) > MAX_LINE_BYTES + 2 or not may_carry_usage(line):
+        if len(line) > MAX_LINE_BYTES + 2 or first_of(line, USAGE_MARKERS) < 0:
             return True
         reply = decode_line(line)
         if reply is None:
@@ -180,7 +167,7 @@ class StreamTap:
         return True
 
     def _remember(self, line: bytes) -> None:
-        if not may_carry_usage(line):
+        if first_of(line, USAGE_MARKERS) < 0:  # may_carry_usage in one scan
             return
         reply = decode_line(line)
         if reply is None:

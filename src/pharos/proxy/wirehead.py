@@ -88,3 +88,30 @@ def parse_head(head: bytes) -> Head:
     if not length.isdigit() or len(length) > 15:
         raise BadReply("the reply's Content-Length is not a number")
     return Head(status, headers, keep_alive, LENGTH, int(length))
+
+
+class HeadCache:
+    """parse_head's answers for reply heads seen before, shared by an UpstreamClient's
+    connections: an engine's replies repeat their head byte for byte (uvicorn's Date line moves
+    once a second). A Head is never written (a connection takes a copy of its headers). At most
+    MAX_HEADS heads of at most MAX_CACHED_BYTES each; a full cache starts over. A head that is
+    not HTTP raises BadReply every time."""
+
+    __slots__ = ("_heads",)
+
+    MAX_HEADS = 64
+    MAX_CACHED_BYTES = 2048
+
+    def __init__(self) -> None:
+        self._heads: dict[bytes, Head] = {}
+
+    def parse(self, head: bytes) -> Head:
+        found = self._heads.get(head)
+        if found is not None:
+            return found
+        parsed = parse_head(head)
+        if len(head) <= self.MAX_CACHED_BYTES:
+            if len(self._heads) >= self.MAX_HEADS:
+                self._heads.clear()
+            self._heads[head] = parsed
+        return parsed

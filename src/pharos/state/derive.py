@@ -74,9 +74,10 @@ def _as_float(value: int | float | None) -> float | None:
     return None if value is None else float(value)
 
 
-def residency_of(
+def scraped_residency(
     record: TargetRecord, backend: BackendRuntime, options: StateOptions, now: float
 ) -> Residency:
+    """What the rounds and the log say, before our own replies (residency_of) count."""
     observed = backend.observed
     full_fresh = fresh(observed.full_at, options.full_interval_s, options, now)
     scraped = _model_info(observed.full, record.model) if full_fresh else None
@@ -85,10 +86,26 @@ def residency_of(
         logged = _model_info(backend.log_snapshot, record.model)
         if logged is not None:
             state = logged.state
-    replied = record.reply_loaded_at
-    if replied is not None and (observed.full_at is None or replied > observed.full_at):
-        return Residency.LOADED
     return state
+
+
+def replied_residency(
+    scraped: Residency, reply_loaded_at: float | None, full_at: float | None
+) -> Residency:
+    """LOADED after a reply newer than the last full round, else what the rounds said."""
+    if reply_loaded_at is not None and (full_at is None or reply_loaded_at > full_at):
+        return Residency.LOADED
+    return scraped
+
+
+def residency_of(
+    record: TargetRecord, backend: BackendRuntime, options: StateOptions, now: float
+) -> Residency:
+    return replied_residency(
+        scraped_residency(record, backend, options, now),
+        record.reply_loaded_at,
+        backend.observed.full_at,
+    )
 
 
 def target_view(
