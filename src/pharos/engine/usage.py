@@ -77,7 +77,9 @@ MAX_REPLY_TOKENS = 2**40
 """No engine's context comes near this; a larger count is garbage, read as unknown (it would
 also overflow the 64-bit integers of state-file and peer snapshots once summed)."""
 
-_MARKERS = (b"usage", b"prompt_eval", b"timings", b"eval_count")
+USAGE_MARKERS = (b"usage", b"prompt_eval", b"timings", b"eval_count")
+"""A line holding none of these names carries no usage (may_carry_usage; the stream tap scans
+for the first of them with proxy.stream_scan.first_of)."""
 _DATA = b"data:"
 _DONE = b"[DONE]"
 _decoder = msgspec.json.Decoder()
@@ -87,17 +89,6 @@ def may_carry_usage(line: bytes) -> bool:
     """Cheap byte check: a line without any of these names cannot carry usage (four `in`
     scans spelled out: any() over a generator cost the stream tap ~1 µs a line)."""
     return b"usage" in line or b"prompt_eval" in line or b"timings" in line or b"eval_count" in line
-
-
-def first_usage_marker(data: bytes) -> int:
-    """Where the first of may_carry_usage's names starts in `data`, -1 if none does: every
-    line before it can carry no usage (the stream tap passes them on without a look)."""
-    found = -1
-    for marker in _MARKERS:
-        at = data.find(marker)
-        if at >= 0 and (found < 0 or at < found):
-            found = at
-    return found
 
 
 def decode_line(line: bytes) -> dict[str, Any] | None:

@@ -12,6 +12,7 @@ latency in practice.
 from __future__ import annotations
 
 from pharos.engine.usage import (
+    USAGE_MARKERS,
     Usage,
     decode_line,
     merge_usage,
@@ -19,9 +20,6 @@ from pharos.engine.usage import (
 )
 from pharos.proxy.rename import ReplyRename
 from pharos.proxy.stream_scan import first_of
-
-USAGE_MARKERS = (b"usage", b"prompt_eval", b"timings", b"eval_count")
-"""engine.usage's names (may_carry_usage, first_usage_marker): a line without one carries none."""
 
 MAX_LINE_BYTES = 64 * 1024
 """Longer lines pass through unparsed (a huge one-line non-streamed reply gives no usage)."""
