@@ -75,7 +75,9 @@ def test_a_target_faster_than_home_is_charged_in_proportion_to_its_speed(
 QUEUED_CASES = [
     (None, True),  # unknown: no reason to doubt the home
     (0.01, True),
+    (0.03, True),  # a decode step under way when the prompt arrived: still home
     (HOME_QUEUED_S, False),  # traffic Pharos doesn't see queues there: no home
+    (0.5, False),
 ]
 
 

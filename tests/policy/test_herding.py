@@ -8,7 +8,7 @@ from pharos.policy import DEFAULT_CONFIG, Candidate, RouteReq, pick
 def test_piling_onto_a_cached_target_raises_its_wait_until_another_wins():
     # Both warm, 2 slots each, 4.5 s per request. The prompt is 8k tokens at 1 ms: 8 s uncached.
     # Target 1 holds 7k of it, so it saves 7 s of prefill, and target 2 would redo those 7 s
-    # (rework, weight 3: 21 s more): target 1 wins until its queue outweighs 28 s.
+    # (rework, weight 3.5: 24.5 s more): target 1 wins until its queue outweighs 31.5 s.
     slots = {1: 2, 2: 2}
     queued = {1: 0, 2: 0}
     chosen: list[int] = []
@@ -35,7 +35,7 @@ def test_piling_onto_a_cached_target_raises_its_wait_until_another_wins():
             queued[d.target_id] += 1
         if d.target_id == 2:
             break
-    # Two free slots, then queue positions waiting 1.5 s, 3 s, ... 27 s ((q + 1) / 3 x 4.5 s;
-    # est 1 s + wait); the next would wait 28.5 s: est 29.5 s against target 2's 8 s + 21 s,
-    # so target 2 wins.
-    assert chosen == [1] * 20 + [2]
+    # Two free slots, then queue positions waiting 1.5 s, 3 s, ... 30 s ((q + 1) / 3 x 4.5 s;
+    # est 1 s + wait); the next would wait 31.5 s: est 32.5 s against target 2's 8 s + 24.5 s,
+    # a tie that goes to the less utilized target 2.
+    assert chosen == [1] * 22 + [2]

@@ -71,7 +71,7 @@ def test_warm_when_the_loaded_model_outweighed_load():
 
 def test_whichever_saved_more_names_the_why():
     # Against an idle, cold, uncached target: the chosen one saves 8 s of load, and 1.5 s of
-    # prefill that the other would also redo (rework, weight 3: 4.5 s more), 6 s in all.
+    # prefill that the other would also redo (rework, weight 3.5: 5.25 s more), 6.75 s in all.
     chosen = cand(1, free_slots=2, matched_tokens=1500)
     idle_cold = cand(2, free_slots=4, warm=False)
     assert pick(REQ, [chosen, idle_cold], DEFAULT_CONFIG).why == "warm"
@@ -82,10 +82,11 @@ def test_whichever_saved_more_names_the_why():
 
 def test_reason_reads_like_the_spec_example():
     warm_cached = cand(1, matched_tokens=1200, free_slots=2)
-    # 4.8 s of load, 1.6 s of prefill and 3.6 s of rework (1.2k cached tokens, weight 3)
-    cold = cand(2, warm=False, load_s=4.8)
+    # 5.6 s of load, 1.6 s of prefill and 4.2 s of rework (1.2k cached tokens, weight 3.5): the
+    # load is the larger difference (prefill and rework: 1.6 + 4.2 - 0.4 = 5.4 s)
+    cold = cand(2, warm=False, load_s=5.6)
     d = pick(RouteReq(prompt_tokens=1600, seed=0), [warm_cached, cold], DEFAULT_CONFIG)
-    assert d.reason == "warm, 1.2k cached tok, est 0.4s vs 10.0s (cold)"
+    assert d.reason == "warm, 1.2k cached tok, est 0.4s vs 11.4s (cold)"
 
 
 def test_reason_mentions_queueing_and_infeasible_loads():

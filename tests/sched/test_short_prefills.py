@@ -12,13 +12,15 @@ import asyncio
 import pytest
 
 from pharos.clock import FakeClock
-from pharos.prefix import PrefixIndex, chain_for_prompt
+from pharos.prefix import Chain, PrefixIndex, chain_for_chat, chain_for_prompt
 from pharos.sched import Lease, RouteRequest, Scheduler
 from pharos.sched.candidates import build_candidates
 from pharos.sched.prefills import NO_BOUND, PrefillsInFlight, prefill_estimate_s
 from tests.sched.fakes import FakeTargets, make_view, ok
 
 CLASSIFY = chain_for_prompt("m", "classify " * 400)
+TITLE = chain_for_chat("m", None, [("user", "Generate a title for the chat below. " * 100)])
+"""One message, as Open WebUI's title call: a side call when it follows its key's reply."""
 
 # prompt, matched, learned s/token, fallback: the estimate
 ESTIMATES = [
@@ -91,14 +93,17 @@ async def two_long_prompts_on_target_1(
     targets.add(make_view(1, prefill_s_per_token=0.002, service_s=0.6))
     targets.add(make_view(2, prefill_s_per_token=0.002, service_s=0.6, up=False))
     index.record(CLASSIFY, 1, 1, clock.now())
+    index.record(TITLE, 1, 1, clock.now())
     long = [await sched.acquire(f"agent{n}", 1, RouteRequest("m", 14_000, None, n)) for n in (0, 1)]
     assert [lease.target.target_id for lease in long] == [1, 1]
     targets.update(2, up=True)
     return long
 
 
-async def classify(sched: Scheduler, key: str = "classifier") -> asyncio.Future[Lease]:
-    call = asyncio.ensure_future(sched.acquire(key, 1, RouteRequest("m", 1000, CLASSIFY, 7)))
+async def classify(
+    sched: Scheduler, key: str = "classifier", chain: Chain = CLASSIFY
+) -> asyncio.Future[Lease]:
+    call = asyncio.ensure_future(sched.acquire(key, 1, RouteRequest("m", 1000, chain, 7)))
     await asyncio.sleep(0)  # an acquire that doesn't queue is done in its first step
     return call
 
@@ -136,6 +141,6 @@ async def test_a_side_call_keeps_the_average_wait(
     assert turn.target.target_id == 2
     turn.release(ok())
     clock.advance(0.2)
-    call = await classify(sched, key="webui")
+    call = await classify(sched, key="webui", chain=TITLE)
     assert not call.done()
     call.cancel()

@@ -11,7 +11,7 @@ import pytest
 
 from pharos.clock import FakeClock
 from pharos.engine.types import Kind
-from pharos.prefix import chain_for_chat, chain_for_prompt
+from pharos.prefix import Chain, chain_for_chat, chain_for_prompt
 from pharos.sched import RouteRequest, Scheduler
 from pharos.sched.candidates import SLOT_KEEP_S, evicted_tokens
 from tests.sched.fakes import FakeTargets, make_view, ok
@@ -20,7 +20,9 @@ TURN = chain_for_chat("m", None, [("system", "s" * 400), ("user", "q" * 3600)]) 
 
 
 def side_call(seed: int) -> RouteRequest:
-    return RouteRequest("m", 1200, chain_for_prompt("m", f"### Task: title {seed} " * 200), seed)
+    """Open WebUI's title call: one user message (a side call is one message)."""
+    task = f"### Task: title {seed} " * 200
+    return RouteRequest("m", 1200, chain_for_chat("m", None, [("user", task)]), seed)
 
 
 async def serve_a_turn(sched: Scheduler, targets: FakeTargets, kind: Kind) -> None:
@@ -105,3 +107,36 @@ def test_evicted_tokens_is_the_least_recently_used_kept_slot(
     recent: list[tuple[float, int, int]], free: int, evicted: int
 ) -> None:
     assert evicted_tokens(recent, free, now=100.0) == evicted
+
+
+# what the key sends 0.2 s after its reply ended: whether it is a side call, charged for the
+# conversation it would push out of target 1's one slot
+SHAPES = [
+    (chain_for_chat("m", None, [("user", "### Task: tags " * 200)]), True),  # Open WebUI's
+    (chain_for_chat("m", None, [("system", "s" * 400), ("user", "q" * 3000)]), False),
+    (
+        chain_for_chat(
+            "m", None, [("system", "s"), ("user", "a"), ("assistant", "b"), ("user", "c" * 3000)]
+        ),
+        False,  # another person's follow-up on a shared key
+    ),
+    (chain_for_prompt("m", "### Task: tags " * 60), True),  # a raw prompt of one 1 KiB block
+    (chain_for_prompt("m", "### Task: tags " * 200), False),  # of four
+]
+
+
+@pytest.mark.parametrize(("chain", "charged"), SHAPES)
+async def test_only_a_single_message_sent_right_after_the_keys_reply_is_a_side_call(
+    sched: Scheduler, targets: FakeTargets, clock: FakeClock, chain: Chain, charged: bool
+) -> None:
+    """One key for many people (`make scenario`'s anonymous key): another person's turn often
+    comes within SIDE_CALL_GAP_S of a reply (real-equal: 1,495 of 4,101 turns), and as a side
+    call it was charged for an idle engine's slots and queued for the busy one."""
+    await serve_a_turn(sched, targets, Kind.LLAMACPP)
+    clock.advance(0.2)
+    lease = await sched.acquire("alice", 1, RouteRequest("m", 1200, chain, 0))
+    score = lease.decision.score_of(1)
+    assert score is not None
+    assert (score.evict_s > 0) is charged
+    assert lease.side_call is charged
+    lease.abandon()

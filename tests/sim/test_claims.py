@@ -61,6 +61,9 @@ def test_open_webui_side_calls_leave_the_conversation_its_slot(seed: int) -> Non
     # Per-slot engines without a host cache, a title and a tags call beside every turn
     # (issue 16). Seeds 1-3 at 300 s: cost 61.6/57.4/45.3% of prompt tokens cached, the best
     # baseline (cache-aware) 25.4/19.0/33.7%, sticky 0.0 (its side calls take both slots).
+    # With llama-server's batch loop simulated (2026-12-07): cost 41.7/53.2/33.5%, cache-aware
+    # 25.4/23.7/37.8%, seed 3 lost (p50 0.97 against cache-aware's 0.62 s); with evict_weight
+    # 2: cost 42.9/60.0/46.6%, seed 3's p50 0.54 s.
     cost = run("webui", "cost", seed)
     for baseline in ("round-robin", "least-outstanding", "sticky", "cache-aware"):
         other = run("webui", baseline, seed)

@@ -78,7 +78,9 @@ def test_a_third_request_on_two_slots_waits_and_the_engine_reports_it() -> None:
 
     served, (running, waiting) = run_virtual(main())
     assert (running, waiting) == (2, 1)
-    assert served[2].engine_waited_s == pytest.approx(1.0 + 0.1)  # 100 prefill + 10 decode
+    # the first two prompts share one batch (200 tokens, 2 s, their first tokens), then 9
+    # decode steps of two streams at 1.79x 10 ms each
+    assert served[2].engine_waited_s == pytest.approx(2.0 + 9 * 0.01 * 1.79)
 
 
 def test_host_memory_cache_keeps_a_prompt_whose_slot_was_reused() -> None:
@@ -253,3 +255,72 @@ def test_ollama_picks_a_slot_as_its_llama_server_does() -> None:
         return (await engine.serve(Prompt("a", (1, 7), (5, 105), 1, 4, 1))).cached_tokens
 
     assert run_virtual(main()) == 0
+
+
+def batching(*, decode_s_per_token: float = 0.01) -> HostSpec:
+    """One llama-server: its slots share one batch loop (prefill 10 ms a token)."""
+    return HostSpec(
+        "e",
+        Flavour.LLAMACPP,
+        prefill_s_per_token=0.01,
+        decode_s_per_token=decode_s_per_token,
+        host_cache_tokens=0,
+    )
+
+
+def test_a_prefill_beside_a_decoding_request_takes_its_own_time_and_stalls_the_decoder() -> None:
+    """llama-server puts a decoding slot's next token and a new prompt in one batch: the
+    prompt runs at its own speed (1 s for 100 tokens, + the decoder's token) and the decoder
+    waits for the whole batch (A: 1 s prefill, 499 steps of 10 ms, +1 s stalled)."""
+
+    async def main() -> tuple[Served, Served]:
+        engine = SimEngine(batching(), asyncio.get_running_loop())
+        decoding = asyncio.create_task(engine.serve(prompt(1, completion=500)))
+        await asyncio.sleep(2.0)
+        beside = await engine.serve(prompt(2, completion=1))
+        return await decoding, beside
+
+    decoder, beside = run_virtual(main())
+    assert beside.prefill_s == pytest.approx(1.01)
+    assert beside.first_token_s == pytest.approx(1.01, abs=0.011)
+    assert decoder.duration_s == pytest.approx(1.0 + 4.99 + 1.01, abs=0.011)
+
+
+def test_a_prompt_sent_while_another_prefills_waits_for_that_batch_then_runs_alone() -> None:
+    """A prompt that arrives while a batch is being computed joins the next one: B (100
+    tokens, 1 s alone) sent 1 s into A's 3 s prefill waits 2 s, then prefills beside A's
+    decoding token; its prompt_ms is its own batch, the wait shows only in its TTFT."""
+
+    async def main() -> tuple[Served, Served]:
+        engine = SimEngine(batching(), asyncio.get_running_loop())
+        first = asyncio.create_task(engine.serve(prompt(1, 2, 3, completion=50)))
+        await asyncio.sleep(1.0)
+        second = await engine.serve(prompt(4, completion=1))
+        return await first, second
+
+    first, second = run_virtual(main())
+    assert first.prefill_s == pytest.approx(3.0)
+    assert second.prefill_s == pytest.approx(1.01)
+    assert second.first_token_s == pytest.approx(2.0 + 1.01)
+
+
+def test_two_prompts_sent_at_once_share_one_batch_and_get_their_first_tokens_together() -> None:
+    async def main() -> list[Served]:
+        engine = SimEngine(batching(), asyncio.get_running_loop())
+        return await _serve_all(engine, [prompt(1, completion=1), prompt(2, completion=1)])
+
+    served = run_virtual(main())
+    assert [s.prefill_s for s in served] == pytest.approx([2.0, 2.0])
+    assert [s.first_token_s for s in served] == pytest.approx([2.0, 2.0])
+
+
+def test_two_streams_decoding_together_step_slower_than_one() -> None:
+    """ENGINE-FACTS (b11312, SmolLM2): decode ~100 tok/s for one stream, ~112 for two
+    together, so a step of two takes 2 / 1.12 = 1.79x a step of one."""
+
+    async def main() -> list[Served]:
+        engine = SimEngine(batching(), asyncio.get_running_loop())
+        return await _serve_all(engine, [prompt(1, completion=101), prompt(2, completion=101)])
+
+    served = run_virtual(main())
+    assert [s.duration_s for s in served] == pytest.approx([2.0 + 100 * 0.01 * 1.79] * 2)

@@ -11,13 +11,18 @@ from __future__ import annotations
 from pharos.sim.run import Result, simulate
 from pharos.sim.scenarios import SCENARIOS
 
-# seed: a user's new chats on the host their previous chat ended on, without | with the home
+# seed: a user's new chats on the host their previous chat ended on, without | with the home;
+# with llama-server's batch loop simulated (2026-12-07), without | with: 12 | 18 of 21,
+# 13 | 10 of 22, 12 | 13 of 25: a prompt that arrives during a decode step waits for it inside
+# the engine (up to 30 ms at 60 tok/s, two streams), over cost.HOME_QUEUED_S (then 0.02 s), so
+# most homes counted as queued and were charged nothing. At 0.1 s: 18, 21 and 18 go home.
 SEEDS = (
     1,  # 7 of 21 | 19 of 21
     2,  # 16 of 22 | 15 of 22
     3,  # 16 of 25 | 23 of 25
 )
-LEAST_HOME_SHARE = 0.8  # pooled: 39 of 68 (57%) without, 57 of 68 (84%) with
+LEAST_HOME_SHARE = 0.8  # pooled: 39 of 68 (57%) without, 57 of 68 (84%) with; batch loop:
+# 37 of 68 (54%) without, 57 of 68 (84%) with
 
 
 def _new_chats_home(result: Result) -> tuple[int, int]:

@@ -20,11 +20,13 @@ from pharos.policy.explain import describe, why_against_least_loaded
 from pharos.policy.types import Candidate, Decision, PolicyConfig, RouteReq, Score, Terms, Why
 from pharos.policy.util import break_tie_of, median_of
 
-HOME_QUEUED_S: Final = 0.02
+HOME_QUEUED_S: Final = 0.1
 """A home whose replies lately waited this long inside the engine (Candidate.engine_queued_s:
 traffic Pharos doesn't see) is charged nothing for. Comparisons lost over seeds 1-20 with the
 other guards: 196 at 0.1 s, 194 at 0.02 (noisy 58 -> 56); without it sharegpt-noisy lost 9
-(main 8)."""
+(main 8). On the simulator's llama-server batch loop (2026-12-07) a prompt that arrives during a
+decode step waits for it inside the engine (up to ~30 ms at 60 tok/s, two streams), so 0.02 s
+read most homes as queued: 209 losses at 0.02, 203 at 0.05, 198 at 0.1, 201 at 0.2."""
 _INF: Final = float("inf")  # Final: a C constant, not a module-dict lookup per candidate
 
 

@@ -207,7 +207,7 @@ class PolicyConfig:
     default_service_s: float = 5.0  # assumed
     tie_s: float = 0.001  # costs this close are a tie
     kv_pressure_from: float = 0.9  # above this KV usage a cached prefix is trusted less
-    rework_weight: float = 3.0
+    rework_weight: float = 3.5
     """Seconds charged per second of prefill a target would redo of a prefix another candidate
     holds cached: the request's own prefill counts it once, but the re-prefill also holds the
     slot (and slows the engine's other requests) and leaves the cached copy unused. 0 = off.
@@ -215,11 +215,14 @@ class PolicyConfig:
     policy's hit ratio summed -42.9 points under the best baseline's at 0, -13.9 at 1, -4.5
     at 2, -2.9 at 3; TTFT p95 summed -23.1 s, -29.0 s, -33.0 s, -32.0 s below it. Later, every
     scenario, 20 seeds (`--verdict` losses, seeds 1-5 in brackets), with evict_weight 1.5:
-    2.5 -> 186 (29), 3 -> 185 (27); both at 1.0/2.0 before: 194 (31) (README, issue 15)."""
-    evict_weight: float = 1.5
+    2.5 -> 186 (29), 3 -> 185 (27); both at 1.0/2.0 before: 194 (31) (README, issue 15). On the
+    simulator's llama-server batch loop (2026-12-07), with evict_weight 2: 3 -> 213 (54), 3.5 ->
+    209 (54), 4 -> 209 (56); 3 with 1.5, the old defaults: 224 (58)."""
+    evict_weight: float = 2.0
     """Seconds charged per second of prefill a recent conversation would redo because this
     prompt takes the slot holding it (Candidate.evicts_tokens; issue 16). 0 = off. Alone, 20
-    seeds: 0.5 -> 198 losses, 1 -> 194, 1.5 -> 192, 2 -> 187 but seeds 1-5 31 -> 32."""
+    seeds: 0.5 -> 198 losses, 1 -> 194, 1.5 -> 192, 2 -> 187 but seeds 1-5 31 -> 32. On the
+    batch loop, with rework_weight 3.5: 1.5 -> 218 (57), 2 -> 209 (54), 2.5 -> 213 (53)."""
     same_speed_band: float = 0.1
     """Learned prefill speeds this close (0.1: the fastest at most 10% under the slowest) count
     as one speed for a cache-neutral request, so a new conversation goes where load says, not

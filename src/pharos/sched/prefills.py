@@ -58,6 +58,17 @@ class PrefillsInFlight:
         if not ends:
             del self._ends[target_id]
 
+    def running_for_s(self, target_id: int, now: float) -> float:
+        """How long our prefills in flight on the target are expected to go on (0: none is):
+        what a prompt sent there now waits for inside the engine, since llama-server computes
+        one batch at a time and a prompt that arrives during one joins the next
+        (tests/captures/engines/llamacpp/b11312/beside_decode.json)."""
+        ends = self._ends.get(target_id)
+        if ends is None:
+            return 0.0
+        latest = max(ends.values())
+        return latest - now if latest > now else 0.0
+
     def busy_for_s(self, target_id: int, occupied: int, now: float) -> float:
         """How long, at least, before a slot of the target frees: until the earliest expected
         prefill end of ours there. NO_BOUND when some occupied slot is not ours (a peer's, a

@@ -55,9 +55,16 @@ DEFAULT_QUEUE_WAIT_S = 600.0
 """limits.queue_wait: long enough for a cold load of a large model (minutes), not forever."""
 SIDE_CALL_GAP_S = 1.0
 """A request a key sends within this of its previous reply's end is a side call (Open WebUI's
-title and tags calls follow each turn within milliseconds; people think 5 s or more). Only a
-side call is charged for the conversation it would push out of a slot (Candidate
-.evicts_tokens), and its own slot is not kept: it never comes back (issue 16)."""
+title and tags calls follow each turn within milliseconds; people think 5 s or more), when it
+is a single message (SIDE_CALL_MAX_LINKS). Only a side call is charged for the conversation it
+would push out of a slot (Candidate.evicts_tokens), and its own slot is not kept: it never
+comes back (issue 16)."""
+SIDE_CALL_MAX_LINKS = 1
+"""A side call is one message (Open WebUI 0.12.4's title, tags and follow-up calls are one user
+message). With one key for many people (`make scenario`'s anonymous key, one Open WebUI) other
+people's turns come within SIDE_CALL_GAP_S of a reply: real-equal, seeds 1-20, 1,495 of 4,101
+turns were judged side calls, charged for an idle engine's slots (8.16 s at seed 1, 162.8 s),
+and queued for the busy one (README, "A shared key's turns are no side calls")."""
 ENGINE_QUEUED_HALF_LIFE_S = 30.0
 _TIMER_SLACK_S = 0.01  # the loop's timer may fire a hair before the clock reaches the bound
 
@@ -127,6 +134,9 @@ class Scheduler:
         self._candidates: dict[str, list[Candidate]] = {}  # per model: the last pick's, reused
         self._peers = PeerGauges()
         self._prefills = PrefillsInFlight()
+        # per lease sent while prefills of ours ran on its target: how long they were expected
+        # to go on (learning.engine_queued_sample); popped at release
+        self._ours_ahead: dict[Lease, float] = {}
         self._queue: FairQueue[RouteRequest] = FairQueue()
         self._serving = False
         self._serve_again = False
@@ -143,7 +153,7 @@ class Scheduler:
         if self._queue.waiting_for(request.model):
             self._serve()  # a slot the engine freed since the last kick goes to waiters first
         now = self._clock.now()
-        side_call = self._is_side_call(key, now)
+        side_call = self._is_side_call(key, now, request)
         if side_call:
             self._homes.side_call_from(key)
         lease, _ = self._try(
@@ -182,9 +192,12 @@ class Scheduler:
         assert isinstance(granted, Lease)
         return granted
 
-    def _is_side_call(self, key: str, sent_at: float) -> bool:
+    def _is_side_call(self, key: str, sent_at: float, request: RouteRequest) -> bool:
         ended_at = self._reply_end_of_key.get(key)
-        return ended_at is not None and sent_at - ended_at < SIDE_CALL_GAP_S
+        if ended_at is None or sent_at - ended_at >= SIDE_CALL_GAP_S:
+            return False
+        chain = request.chain
+        return chain is None or len(chain.hashes) <= SIDE_CALL_MAX_LINKS
 
     def _try(
         self,
@@ -280,6 +293,9 @@ class Scheduler:
             sent_as_side_call,
         )
         chosen = candidates[index]
+        ours_ahead_s = self._prefills.running_for_s(view.target_id, now)
+        if ours_ahead_s > 0:
+            self._ours_ahead[lease] = ours_ahead_s
         self._prefills.start(
             view.target_id,
             lease,
@@ -355,7 +371,7 @@ class Scheduler:
                     now,
                     waiter.key,
                     queued_since=waiter.enqueued_at,
-                    side_call=self._is_side_call(waiter.key, waiter.enqueued_at),
+                    side_call=self._is_side_call(waiter.key, waiter.enqueued_at, waiter.payload),
                     sent_as_side_call=waiter.side_call,
                 )
             except (UnknownModel, Unavailable) as failure:
@@ -376,6 +392,7 @@ class Scheduler:
         """Returns the prediction the reply was judged by (the lease's `prefix` stage)."""
         target_id = lease.target.target_id
         self._prefills.finish(target_id, lease)
+        ours_ahead_s = self._ours_ahead.pop(lease, 0.0) if self._ours_ahead else 0.0
         if not lease.side_call and lease.client_key:
             self._homes.left(lease.client_key)
         left = self._local.get(target_id, 0) - 1
@@ -392,7 +409,7 @@ class Scheduler:
                 if feedback.succeeded:
                     self._remember_slot(lease, now)
                     self._home_ended(lease, target_id, now)
-                return self._learn(lease, feedback, now)
+                return self._learn(lease, feedback, now, ours_ahead_s)
             return None
         finally:
             if self._serving or len(self._queue):
@@ -423,14 +440,17 @@ class Scheduler:
         finished = self._finished[target_id] = deque(kept, maxlen=lease.candidate.capacity)
         finished.append((now, lease.request.prompt_tokens, chain.hashes[-1]))
 
-    def _learn(self, lease: Lease, feedback: Feedback, now: float) -> int | None:
-        """`now`: when the reply ended (the release's one clock read)."""
+    def _learn(
+        self, lease: Lease, feedback: Feedback, now: float, ours_ahead_s: float = 0.0
+    ) -> int | None:
+        """`now`: when the reply ended (the release's one clock read); `ours_ahead_s`: our
+        prefills expected still to run on its target when the lease was granted."""
         request = lease.request
         target_id = lease.target.target_id
         if request.control:
             return None
         samples = samples_from(feedback, lease.dispatch, control=False)
-        queued_s = engine_queued_sample(feedback, lease.dispatch)
+        queued_s = engine_queued_sample(feedback, lease.dispatch, ours_ahead_s)
         if queued_s is not None:
             before = self._engine_queued_now(now).get(target_id)
             self._engine_queued[target_id] = (ewma(before, queued_s), now)
