@@ -14,24 +14,15 @@ about 5 minutes.
 from __future__ import annotations
 
 import json
-import random
-import subprocess
 import threading
 import time
 import urllib.request
 from pathlib import Path
 from typing import Any
 
-from tests.live.engines import free_port, llama_server_binary, smollm2_gguf
-
-from tools.measure_contention import wait_healthy
+from tools.measure_contention import llama_server, prompt
 
 WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa")
-
-
-def prompt(seed: int, words: int = 330) -> str:
-    rng = random.Random(seed)
-    return " ".join(rng.choice(WORDS) + str(rng.randrange(100)) for _ in range(words))
 
 
 def complete(base_url: str, text: str, n_predict: int) -> dict[str, Any]:
@@ -56,21 +47,10 @@ def in_thread(fn: Any, *args: Any) -> tuple[threading.Thread, dict[str, Any]]:
 
 
 def main() -> None:
-    port = free_port()
-    argv = [
-        str(llama_server_binary()), "-m", str(smollm2_gguf()), "--alias", "smollm2",
-        "-np", "2", "-c", "4096", "-t", "1", "--no-webui",
-        "--host", "127.0.0.1", "--port", str(port),
-    ]  # fmt: skip
-    log_path = Path("/tmp/pharos-beside-decode-llama.log")
-    with log_path.open("wb") as log:
-        server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    base_url = f"http://127.0.0.1:{port}"
     rows: dict[str, list[Any]] = {
         "alone": [], "decoder_alone": [], "beside_decode": [], "after": [], "two_decoders": []
     }  # fmt: skip
-    try:
-        wait_healthy(base_url, 120)
+    with llama_server(Path("/tmp/pharos-beside-decode-llama.log")) as base_url:
         complete(base_url, prompt(999, 20), 1)
         for i in range(3):
             rows["alone"].append(complete(base_url, prompt(100 + i), 1))
@@ -93,9 +73,6 @@ def main() -> None:
             thread.join()
             rows["two_decoders"].append([one, other])
         print(json.dumps(rows, indent=1))
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 if __name__ == "__main__":

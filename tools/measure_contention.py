@@ -8,12 +8,14 @@ engines installed (scripts/engines/install-all.sh); binds 127.0.0.1 only, about 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import subprocess
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.live.engines import free_port, llama_server_binary, smollm2_gguf
@@ -22,9 +24,10 @@ WORDS = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "
 Timing = tuple[int, float]
 
 
-def prompt(seed: int) -> str:
+def prompt(seed: int, words: int = 330) -> str:
+    """Distinct text of about 3 tokens a word (330 words: a ~1,000-token prompt)."""
     rng = random.Random(seed)
-    return " ".join(rng.choice(WORDS) + str(rng.randrange(100)) for _ in range(330))
+    return " ".join(rng.choice(WORDS) + str(rng.randrange(100)) for _ in range(words))
 
 
 def prefill(base_url: str, seed: int) -> Timing:
@@ -50,19 +53,28 @@ def wait_healthy(base_url: str, timeout_s: float) -> None:
     raise TimeoutError(f"llama-server not healthy in {timeout_s} s")
 
 
-def main() -> None:
+@contextlib.contextmanager
+def llama_server(log_path: Path) -> Iterator[str]:
+    """One llama-server (-np 2 -t 1, SmolLM2) on 127.0.0.1, healthy; yields its base URL."""
     port = free_port()
     argv = [
         str(llama_server_binary()), "-m", str(smollm2_gguf()), "--alias", "smollm2",
         "-np", "2", "-c", "4096", "-t", "1", "--no-webui",
         "--host", "127.0.0.1", "--port", str(port),
     ]  # fmt: skip
-    log_path = Path("/tmp/pharos-contention-llama.log")
     with log_path.open("wb") as log:
         server = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
-    base_url = f"http://127.0.0.1:{port}"
     try:
+        base_url = f"http://127.0.0.1:{port}"
         wait_healthy(base_url, 120)
+        yield base_url
+    finally:
+        server.terminate()
+        server.wait(10)
+
+
+def main() -> None:
+    with llama_server(Path("/tmp/pharos-contention-llama.log")) as base_url:
         prefill(base_url, 999)
         for seed in range(100, 103):
             print("alone", *prefill(base_url, seed))
@@ -78,9 +90,6 @@ def main() -> None:
             for thread in threads:
                 thread.join()
             print("pair", *out[0], *out[1])
-    finally:
-        server.terminate()
-        server.wait(10)
 
 
 if __name__ == "__main__":
