@@ -62,6 +62,7 @@ def reference(c: Candidate, prompt_tokens: int, cands: list[Candidate]) -> dict[
         "rework_s": rework,
         "evict_s": evict,
         "away_s": 0.0,  # no home: RouteReq's home_target_id is -1 here (test_held_away.py)
+        "spread_s": 0.0,  # no RouteReq.conversations here (test_spread.py)
     }
 
 
@@ -156,6 +157,7 @@ def test_score_fields_keep_their_names() -> None:
         "rework_s",
         "evict_s",
         "away_s",
+        "spread_s",
     )
 
 

@@ -17,7 +17,12 @@ from pharos.policy import DEFAULT_CONFIG
 from pharos.prefix import Chain, Match, PrefixIndex
 from pharos.prefix.index import Source
 from pharos.sched import Lease, RouteRequest, Scheduler
-from pharos.sched.held_affinity import AFFINITY_WINDOW_S, KeyHomes, is_new_conversation
+from pharos.sched.held_affinity import (
+    AFFINITY_WINDOW_S,
+    SPREAD_WINDOW_S,
+    KeyHomes,
+    is_new_conversation,
+)
 from tests.sched.fakes import FakeTargets, make_view, ok
 
 SYSTEM = 11
@@ -168,3 +173,91 @@ def test_a_key_that_sent_a_side_call_has_no_home() -> None:
     homes.ended("webui", chain_of(1, 2), 7, 0.0)
     homes.side_call_from("webui")
     assert homes.home_of("webui", 1.0) == -1
+
+
+def test_a_key_is_shared_once_two_of_its_requests_are_in_flight_at_once() -> None:
+    """A person waits for each reply; `make scenario`'s one key carries six people."""
+    homes = KeyHomes()
+    homes.started("alice")
+    homes.left("alice")
+    homes.started("alice")
+    assert homes.shared("alice") is False
+    homes.started("alice")
+    assert homes.shared("alice") is True
+    homes.left("alice")
+    homes.left("alice")
+    assert homes.shared("alice") is True  # for good: the key carries several people
+
+
+# conversations that ended (key, links, target, at), new ones in flight (target), asked at:
+# the conversations live per target
+LIVE_CASES = [
+    ([], [], 10.0, {}),
+    ([("k", (1, 2), 7, 0.0), ("k", (1, 5), 7, 1.0), ("j", (1, 9), 8, 2.0)], [], 10.0, {7: 2, 8: 1}),
+    ([("k", (1, 2), 7, 0.0), ("k", (1, 2, 3, 4), 8, 5.0)], [], 10.0, {8: 1}),  # it moved
+    ([("k", (1, 2), 7, 0.0), ("k", (1, 5), 8, 50.0)], [], SPREAD_WINDOW_S + 1, {8: 1}),
+    ([("k", (1, 2), 7, 0.0)], [7, 8, 8], 1.0, {7: 2, 8: 2}),  # first turns in flight count
+]
+
+
+@pytest.mark.parametrize(("ended", "opening", "asked_at", "live"), LIVE_CASES)
+def test_a_conversation_is_live_where_its_reply_lately_ended_or_its_first_turn_is_in_flight(
+    ended: list[tuple[str, tuple[int, ...], int, float]],
+    opening: list[int],
+    asked_at: float,
+    live: dict[int, int],
+) -> None:
+    homes = KeyHomes()
+    for key, links, target_id, at in ended:
+        homes.ended(key, chain_of(*links), target_id, at)
+    for n, target_id in enumerate(opening):
+        homes.opened(("lease", n), target_id)
+    assert homes.conversations(asked_at) == live
+
+
+def test_a_first_turn_in_flight_counts_until_its_lease_closes() -> None:
+    homes = KeyHomes()
+    homes.opened("a", 7)
+    homes.opened("b", 7)
+    homes.closed("a")
+    homes.closed("not opened")
+    assert homes.conversations(0.0) == {7: 1}
+    homes.closed("b")
+    assert homes.conversations(0.0) == {}
+
+
+async def _team_chats_then_bob(sched: Scheduler) -> Lease:
+    """The team's key (shared: two requests at once) ends three chats on target 1 and one on 2;
+    then bob's turn holds a slot of 2."""
+    to_1, to_2 = frozenset({2}), frozenset({1})
+    first = [
+        await sched.acquire("team", 1, RouteRequest("m", 600, fresh(n), n, to_1)) for n in (1, 2)
+    ]
+    for lease in first:
+        lease.release(ok())
+    for n, only in ((3, to_1), (4, to_2)):
+        lease = await sched.acquire("team", 1, RouteRequest("m", 600, fresh(n), n, only))
+        lease.release(ok())
+    return await sched.acquire("bob", 1, RouteRequest("m", 600, fresh(9), 9, to_2))
+
+
+# spread_s: where the team's next new chat goes
+SPREAD_CASES = [
+    (DEFAULT_CONFIG.spread_s, 2),  # 1 holds 3 live chats, 2 one: 0.15 s against 0.05 s
+    (0.0, 1),  # off: the least utilized target of the moment (bob holds one of 2's slots)
+]
+
+
+@pytest.mark.parametrize(("spread_s", "chosen"), SPREAD_CASES)
+async def test_a_shared_keys_new_chat_goes_where_fewer_of_the_live_chats_are(
+    targets: FakeTargets, clock: FakeClock, spread_s: float, chosen: int
+) -> None:
+    targets.add(make_view(1))
+    targets.add(make_view(2))
+    config = dataclasses.replace(DEFAULT_CONFIG, spread_s=spread_s)
+    sched = Scheduler(targets, PrefixIndex(clock=clock), clock, policy_config=config)
+    bob = await _team_chats_then_bob(sched)
+    clock.advance(5.0)
+    chat = await sched.acquire("team", 1, RouteRequest("m", 600, fresh(5), 5))
+    assert chat.target.target_id == chosen
+    bob.release(ok())

@@ -6,7 +6,9 @@ unloads an idle model) + prefill
 (+ KV pressure penalty) (+ rework: the cached prefix another
 candidate holds that this one would prefill again, times config.rework_weight) (+ evict: the
 recent conversation's prefix this prompt would push out of its slot, times config.evict_weight)
-(+ away: config.away_s on every target but a new conversation's key home).
+(+ away: config.away_s on every target but a new conversation's key home)
+(+ spread: config.spread_s per conversation live on the target, per slot, for a new
+conversation of a key many people share).
 Pure: no I/O, no clock.
 """
 
@@ -196,6 +198,7 @@ def scan(
     config: PolicyConfig,
     keep: list[Terms] | None = None,
     home: int = -1,
+    conversations: dict[int, int] | None = None,
 ) -> Scan:
     """One loop over the candidates, the routing hot path: scalars only, unless `keep` asks for
     every candidate's Terms too (the status page, explain, tests). The one place the terms are
@@ -241,6 +244,15 @@ def scan(
     shared_per_token = shared_prefill_speed(candidates, config.same_speed_band)
     if home_per_token > 0 and shared_per_token > 0:
         home_per_token = shared_per_token
+    spread_s = config.spread_s
+    fastest_per_token = _INF  # for the spread charge: its units are the fastest target's
+    if conversations is not None and spread_s > 0:
+        for c in candidates:
+            known = c.prefill_s_per_token
+            if known is not None and known < fastest_per_token:
+                fastest_per_token = known
+    else:
+        spread_s = 0.0
     i = -1
     for c in candidates:
         i += 1
@@ -311,11 +323,21 @@ def scan(
             away = away_charge
             if 0 < per_token < home_per_token:
                 away *= per_token / home_per_token
+        spread = 0.0
+        if spread_s > 0 and conversations is not None:
+            live = conversations.get(c.target_id, 0)
+            if live > 0:
+                # a conversation's turns hold a slot for this target's prefill time, so a
+                # slower target is charged more per conversation (real-speed, the flat charge:
+                # TTFT p50 pooled over seeds 1-20 0.707 -> 0.725 s; scaled: 0.707 -> 0.719)
+                spread = spread_s * live / capacity
+                if fastest_per_token < _INF and fastest_per_token > 0:
+                    spread *= per_token / fastest_per_token
         # in floats: mypyc's int / int went through CPyTagged_TrueDivide (~70 instructions a
         # candidate); both are exact below 2**53, so the quotient is the same double
         util = float((capacity - free if free < capacity else 0) + queue_ahead) / float(capacity)
         if feasible:
-            est = wait + load + prefill + penalty + rework + evict + away
+            est = wait + load + prefill + penalty + rework + evict + away + spread
             feasible_count += 1
             if est < best_est:
                 second_est, second_i = best_est, best_i
@@ -361,6 +383,7 @@ def scan(
                     rework,
                     evict,
                     away,
+                    spread,
                 )
             )
     return Scan(
@@ -394,6 +417,7 @@ def score_candidates(
         config,
         terms,
         request.home_target_id,
+        request.conversations,
     )
     return tuple([t.score() for t in terms])
 
@@ -402,7 +426,15 @@ def _scores_of(
     request: RouteReq, candidates: list[Candidate], fb: Fallbacks, config: PolicyConfig
 ) -> tuple[Score, ...]:
     terms: list[Terms] = []
-    scan(request.prompt_tokens, candidates, fb, config, terms, request.home_target_id)
+    scan(
+        request.prompt_tokens,
+        candidates,
+        fb,
+        config,
+        terms,
+        request.home_target_id,
+        request.conversations,
+    )
     return tuple([t.score() for t in terms])
 
 
@@ -456,7 +488,15 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
     """Lowest est_ttft; ties (within config.tie_s) on utilization, then on the request's seed."""
     candidates = as_list(sequence)
     fb = _fallbacks(candidates, config)
-    found = scan(request.prompt_tokens, candidates, fb, config, None, request.home_target_id)
+    found = scan(
+        request.prompt_tokens,
+        candidates,
+        fb,
+        config,
+        None,
+        request.home_target_id,
+        request.conversations,
+    )
     if found.feasible == 0:
         return no_feasible_target(
             len(candidates), partial(_scores_of, request, candidates, fb, config)
@@ -508,6 +548,7 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
                 config,
                 pair,
                 request.home_target_id,
+                request.conversations,
             )
             why = why_against_least_loaded(pair[0], pair[1])
         else:

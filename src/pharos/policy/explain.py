@@ -12,7 +12,8 @@ def why_against_least_loaded(chosen: Terms, least_loaded: Terms) -> Why:
     """`cache` if the chosen target's cached prefix saved more than its loaded model did against
     the least utilized target, `warm` if the loaded model saved more, else `least_loaded`. A
     key home's charge (away_s) counts as cache: the home holds the person's last chat in its
-    slot and host cache (issue 15: such picks had been labelled `least_loaded`)."""
+    slot and host cache (issue 15: such picks had been labelled `least_loaded`). The spread
+    charge (spread_s) is load, neither cache nor warm."""
     if chosen.target_id == least_loaded.target_id:
         return "least_loaded"
     cache_saved_s = (least_loaded.prefill_s + least_loaded.kv_penalty_s + least_loaded.rework_s) - (
@@ -66,6 +67,7 @@ def _runner_up_tag(chosen: Score, other: Score) -> str:
             "evicts a conversation",
         ),
         (other.away_s - chosen.away_s, "off its key's home"),
+        (other.spread_s - chosen.spread_s, "more conversations"),
     )
     gap, tag = max(gaps, key=lambda g: g[0])
     return tag if gap > 0 else "tie"

@@ -18,14 +18,25 @@ class RouteReq:
     struct, where the dataclass's generated __init__ ran interpreted, one object.__setattr__ per
     field (timeit, compiled: 281 -> 69 ns positional, 400 -> 233 ns by keyword)."""
 
-    __slots__ = ("home_target_id", "prompt_tokens", "seed")
+    __slots__ = ("conversations", "home_target_id", "prompt_tokens", "seed")
 
-    def __init__(self, prompt_tokens: int, seed: int, home_target_id: int = -1) -> None:
+    def __init__(
+        self,
+        prompt_tokens: int,
+        seed: int,
+        home_target_id: int = -1,
+        conversations: dict[int, int] | None = None,
+    ) -> None:
         self.prompt_tokens: Final = prompt_tokens  # estimated: request text bytes / 4
         self.seed: Final = seed  # random per request; breaks exact ties so requests don't herd
         self.home_target_id: Final = home_target_id
         """A new conversation's key home: where the key's one recent conversation ended
         (sched/held_affinity.py); every other target is charged PolicyConfig.away_s. -1: none."""
+        self.conversations: Final = conversations
+        """For a new conversation of a key many people share: the conversations live on each
+        target id (a reply ended there within SPREAD_WINDOW_S, or a first turn in flight; a
+        target not in it has none), each charged PolicyConfig.spread_s per slot. None: no
+        charge (sched/held_affinity.py)."""
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -33,15 +44,16 @@ class RouteReq:
             and self.prompt_tokens == other.prompt_tokens
             and self.seed == other.seed
             and self.home_target_id == other.home_target_id
+            and self.conversations == other.conversations
         )
 
-    def __hash__(self) -> int:
+    def __hash__(self) -> int:  # conversations left out: a dict; equal requests still hash alike
         return hash((self.prompt_tokens, self.seed, self.home_target_id))
 
     def __repr__(self) -> str:
         return (
             f"RouteReq(prompt_tokens={self.prompt_tokens!r}, seed={self.seed!r}, "
-            f"home_target_id={self.home_target_id!r})"
+            f"home_target_id={self.home_target_id!r}, conversations={self.conversations!r})"
         )
 
 
@@ -233,6 +245,13 @@ class PolicyConfig:
     """Seconds charged on every target but a new conversation's key home (RouteReq
     .home_target_id): a person's next chat goes where their last one went unless another
     target saves more than this. 0 = off. See sched/held_affinity.py for what it bought."""
+    spread_s: float = 0.1
+    """Seconds charged per conversation live on a target, per slot, for a new conversation of a
+    key many people share (RouteReq.conversations), times the target's prefill time per token
+    over the fastest candidate's: such a key has no home, and a new chat went wherever a slot
+    was free at that moment (real-equal seed 6: with 5 of the other users' chats on e1, 3 of 8
+    new chats went to e1 too). 0 = off. Comparisons lost over seeds 1-20 (README, "A shared
+    key's new chats spread"): 0 -> 170, 0.1 -> 155; flat 0.05 / 0.15 / 0.25 -> 169 / 167 / 168."""
 
 
 DEFAULT_CONFIG = PolicyConfig()
@@ -253,6 +272,7 @@ class Score(NamedTuple):
     rework_s: float = 0.0  # re-prefill of a prefix another candidate holds, weighted
     evict_s: float = 0.0  # re-prefill a recent conversation pays for the slot this takes
     away_s: float = 0.0  # a new conversation sent off its key's home (PolicyConfig.away_s)
+    spread_s: float = 0.0  # a shared key's new conversation beside others (PolicyConfig.spread_s)
 
 
 @final
@@ -270,6 +290,7 @@ class Terms:
         "load_s",
         "prefill_s",
         "rework_s",
+        "spread_s",
         "target_id",
         "utilization",
         "wait_s",
@@ -288,6 +309,7 @@ class Terms:
         rework_s: float,
         evict_s: float,
         away_s: float = 0.0,
+        spread_s: float = 0.0,
     ) -> None:
         self.target_id: Final = target_id
         self.feasible: Final = feasible
@@ -300,6 +322,7 @@ class Terms:
         self.rework_s: Final = rework_s
         self.evict_s: Final = evict_s
         self.away_s: Final = away_s
+        self.spread_s: Final = spread_s
 
     def score(self) -> Score:
         return Score(
@@ -314,6 +337,7 @@ class Terms:
             self.rework_s,
             self.evict_s,
             self.away_s,
+            self.spread_s,
         )
 
 

@@ -7,7 +7,9 @@ Sending the key's next chat where its last one ended (unless another target save
 PolicyConfig.away_s) keeps each person's chats in the slots and host cache their own old
 chat occupies, as sticky sessions do, while a real saving still moves it. A key with several
 conversations in the window is shared (one Open WebUI, `make scenario`'s anonymous key): it
-gets no home, since one home would herd all its users onto one target.
+gets no home, since one home would herd all its users onto one target. Instead, once two of
+its requests were in flight at once, its new chats are spread by the conversations live on each
+target (`conversations`, PolicyConfig.spread_s).
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ from pharos.prefix import Chain, Match
 AFFINITY_WINDOW_S = 120.0
 """A conversation whose last reply ended this long ago no longer counts: the simulator's users
 think 5-30 s between turns and open the next chat a few seconds after the last reply."""
+
+SPREAD_WINDOW_S = 60.0
+"""A conversation whose last reply ended within this counts as live on its target for a shared
+key's new conversation (KeyHomes.conversations). `make scenario`'s client thinks 2.5-15 s
+between turns (x0.5), 4 turns a chat. Comparisons lost over seeds 1-20 at spread_s 0.1:
+30 s -> 154 (seeds 6-10 rise), 60 s -> 155 (README, "A shared key's new chats spread")."""
 
 MAX_KEYS = 4096
 """Keys kept before the expired ones are swept: the map never grows with keys gone quiet."""
@@ -43,6 +51,9 @@ class KeyHomes:
         self._by_key: dict[str, list[tuple[int, int, float]]] = {}
         self._inflight: dict[str, int] = {}
         self._side_callers: set[str] = set()
+        self._shared: set[str] = set()
+        self._opening: dict[object, int] = {}  # a new conversation's lease in flight: target
+        self._opening_on: dict[int, int] = {}  # per target: those leases
 
     def side_call_from(self, key: str) -> None:
         """`key` sent a side call (a title or tags call after a reply): it is an Open WebUI,
@@ -51,8 +62,51 @@ class KeyHomes:
         self._side_callers.add(key)
 
     def started(self, key: str) -> None:
-        """A request of `key`'s that is not a side call went out."""
-        self._inflight[key] = self._inflight.get(key, 0) + 1
+        """A request of `key`'s that is not a side call went out. One while another of the
+        key's is in flight: several people share the key (a person waits for each reply)."""
+        inflight = self._inflight.get(key, 0)
+        if inflight > 0:
+            self._shared.add(key)
+        self._inflight[key] = inflight + 1
+
+    def shared(self, key: str) -> bool:
+        """`key` has had two requests that are not side calls in flight at once: `make
+        scenario`'s anonymous key, or a gateway's, carries several people."""
+        return key in self._shared
+
+    def opened(self, lease: object, target_id: int) -> None:
+        """A shared key's new conversation went to `target_id` (its first turn, in flight)."""
+        self._opening[lease] = target_id
+        self._opening_on[target_id] = self._opening_on.get(target_id, 0) + 1
+
+    def closed(self, lease: object) -> None:
+        """A lease ended; if `opened` counted it, it counts no longer (its reply, if any, is an
+        `ended` conversation now)."""
+        if not self._opening:
+            return
+        target_id = self._opening.pop(lease, -1)
+        if target_id < 0:
+            return
+        left = self._opening_on.get(target_id, 0) - 1
+        if left > 0:
+            self._opening_on[target_id] = left
+        else:
+            self._opening_on.pop(target_id, None)
+
+    def conversations(self, now: float, window_s: float = SPREAD_WINDOW_S) -> dict[int, int]:
+        """Per target, the conversations live there: of every key, those whose last reply ended
+        within `window_s`, and the shared keys' new ones in flight (`opened`).
+
+        Why: a key many people share gets no home, and its new chats went wherever a slot was
+        free at that moment, so conversations piled up on one engine while the other had few
+        (real-equal seed 6: 30.8 s of router queue wait, 12.3 s when spread by this count)."""
+        since = now - window_s
+        out = dict(self._opening_on)
+        for entries in self._by_key.values():
+            for _, target_id, ended_at in entries:
+                if ended_at >= since:
+                    out[target_id] = out.get(target_id, 0) + 1
+        return out
 
     def left(self, key: str) -> None:
         """One of `key`'s requests counted by `started` ended, replied or not."""

@@ -228,12 +228,15 @@ class Scheduler:
         matches: dict[int, Match] = {}
         chain = request.chain
         home = -1
+        conversations: dict[int, int] | None = None
         if chain is not None and chain.hashes:
             matches = with_reply_credited(
                 self._prefix.lookup(chain, Generations(usable), len(usable)), chain
             )
             if not side_call and len(self._homes) and is_new_conversation(chain, matches):
                 home = self._homes.home_of(key, now)
+                if home < 0 and self._homes.shared(key):
+                    conversations = self._homes.conversations(now)
         router_waiting = self._queue.waiting_for(request.model)
         peers = self._peers
         peer_inflight: dict[str, int] = {}
@@ -268,7 +271,8 @@ class Scheduler:
         )
         self._candidates[request.model] = candidates
         decision = self._pick(
-            RouteReq(request.prompt_tokens, request.seed, home),  # positional: 69 ns, keyword 233
+            # positional: 69 ns, keyword 233
+            RouteReq(request.prompt_tokens, request.seed, home, conversations),
             candidates,
             self._policy_config,
         )
@@ -293,6 +297,8 @@ class Scheduler:
             sent_as_side_call,
         )
         chosen = candidates[index]
+        if conversations is not None:
+            self._homes.opened(lease, view.target_id)
         ours_ahead_s = self._prefills.running_for_s(view.target_id, now)
         if ours_ahead_s > 0:
             self._ours_ahead[lease] = ours_ahead_s
@@ -395,6 +401,7 @@ class Scheduler:
         ours_ahead_s = self._ours_ahead.pop(lease, 0.0) if self._ours_ahead else 0.0
         if not lease.side_call and lease.client_key:
             self._homes.left(lease.client_key)
+        self._homes.closed(lease)
         left = self._local.get(target_id, 0) - 1
         if left > 0:
             self._local[target_id] = left
