@@ -35,6 +35,7 @@ def test_sim_prints_one_row_per_policy(capsys: pytest.CaptureFixture[str]) -> No
         (["--policies", "magic"], "--policies: unknown magic"),
         (["--seeds", "one"], "--seeds"),
         (["--duration", "0"], "--duration"),
+        (["--tie-stream", "-1"], "--tie-stream"),
     ],
 )
 def test_bad_arguments_are_one_line_naming_the_flag(
@@ -87,3 +88,13 @@ def test_all_scenarios_skip_the_sharegpt_ones_without_the_data(
     out = capsys.readouterr().out
     assert "== sharegpt: skipped, no ShareGPT data" in out
     assert "== chat:" in out
+
+
+def test_a_tie_stream_is_named_in_each_scenario_heading(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["sim", "--policies", "cost", "--seeds", "1", "--duration", "60"]
+    assert main([*argv, "--tie-stream", "2"]) == 0
+    assert "seeds 1, tie stream 2" in capsys.readouterr().out
+    assert main(argv) == 0
+    assert "tie stream" not in capsys.readouterr().out

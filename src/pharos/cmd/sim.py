@@ -56,6 +56,14 @@ def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
         "--plot", metavar="DIR", default=None, help="write a TTFT CDF SVG per scenario"
     )
     parser.add_argument(
+        "--tie-stream",
+        type=int,
+        default=0,
+        help="another draw of the random seeds Pharos's requests break exact ties with (0: the "
+        "default); the workload and the baselines' runs stay the same, so re-running --verdict "
+        "on streams 1, 2, 3 shows how much of it is ties",
+    )
+    parser.add_argument(
         "--verdict",
         action="store_true",
         help="after each scenario, say per seed whether cost is at least as good as the best "
@@ -94,6 +102,9 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
     if args.duration is not None and not 0 < args.duration <= 86_400:
         err.write("pharos sim: --duration: a number of seconds from 1 to 86400\n")
         return 2
+    if args.tie_stream < 0:
+        err.write("pharos sim: --tie-stream: a stream number, 0 or more\n")
+        return 2
     if args.moves and not {"cost", "sticky"} <= set(policies):
         err.write("pharos sim: --moves compares cost with sticky: give both in --policies\n")
         return 2
@@ -106,11 +117,18 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
             out.write(f"== {name}: skipped, no ShareGPT data at {dataset_path()}\n\n")
             continue
         try:
-            results = [simulate(scenario, p, s) for p in policies for s in seeds]
+            results = [
+                simulate(scenario, p, s, tie_stream=args.tie_stream)
+                for p in policies
+                for s in seeds
+            ]
         except DatasetMissing as missing:
             err.write(f"pharos sim: --scenario {name}: {missing}\n")
             return 2
-        out.write(f"== {name}: {scenario.about}; {scenario.duration_s:.0f} s, seeds {args.seeds}\n")
+        stream = f", tie stream {args.tie_stream}" if args.tie_stream else ""
+        out.write(
+            f"== {name}: {scenario.about}; {scenario.duration_s:.0f} s, seeds {args.seeds}{stream}\n"
+        )
         out.write(table(results) + "\n\nTTFT by request class (seeds pooled):\n")
         out.write(class_table(results) + "\n\n")
         if args.verdict:

@@ -87,6 +87,10 @@ def _stable_hash(text: str) -> int:
 SHARED_KEY = "anonymous"
 
 
+TIE_STREAM_STRIDE = 1000
+"""Stream k draws its requests' tie-break seeds from random.Random(seed + 1000 k)."""
+
+
 class PharosRouter:
     def __init__(
         self,
@@ -98,6 +102,7 @@ class PharosRouter:
         shared_key: bool = False,
         warm: WarmVariant | None = None,
         name: str | None = None,
+        tie_stream: int = 0,
     ):
         self.name = policy if name is None else name
         self._shared_key = shared_key
@@ -105,7 +110,9 @@ class PharosRouter:
         self._targets = SimTargets(engines, clock.now)
         self._prefix = PrefixIndex(clock=clock)
         self._sched = Scheduler(self._targets, self._prefix, clock, policy=policy)
-        self._rng = random.Random(seed)
+        # each request's RouteReq.seed, which breaks exact ties in the policy: another stream
+        # is another draw of them over the same workload (`pharos sim --tie-stream`)
+        self._rng = random.Random(seed + TIE_STREAM_STRIDE * tie_stream)
         self._models = sorted({m for e in engines for m in e.spec.models})
         self._warmer = None
         if warm is not None:
@@ -258,13 +265,29 @@ class DirectRouter:
 
 
 def make_router(
-    policy: str, engines: Sequence[SimEngine], clock: Clock, seed: int, *, shared_key: bool = False
+    policy: str,
+    engines: Sequence[SimEngine],
+    clock: Clock,
+    seed: int,
+    *,
+    shared_key: bool = False,
+    tie_stream: int = 0,
 ) -> PharosRouter | DirectRouter:
+    """`tie_stream`: Pharos's requests' tie-break seeds (PharosRouter); baselines have none."""
     if policy in PHAROS_POLICIES:
-        return PharosRouter(policy, engines, clock, seed, shared_key=shared_key)
+        return PharosRouter(
+            policy, engines, clock, seed, shared_key=shared_key, tie_stream=tie_stream
+        )
     warm = WARM_VARIANTS.get(policy)
     if warm is not None:
         return PharosRouter(
-            "cost", engines, clock, seed, shared_key=shared_key, warm=warm, name=policy
+            "cost",
+            engines,
+            clock,
+            seed,
+            shared_key=shared_key,
+            warm=warm,
+            name=policy,
+            tie_stream=tie_stream,
         )
     return DirectRouter(policy, engines, seed)
