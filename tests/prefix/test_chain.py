@@ -12,6 +12,7 @@ import pytest
 
 from pharos.prefix import EMPTY_CHAIN, PROMPT_BLOCK_BYTES, Chain, chain_for_chat, chain_for_prompt
 from pharos.prefix import chain as chain_module
+from pharos.prefix.memo import ChainMemo
 
 MODEL = "qwen2.5:0.5b"
 CONVERSATION = [
@@ -284,7 +285,7 @@ def test_every_content_shape_keeps_its_pinned_hash() -> None:
 
 def test_the_memo_s_chat_root_is_the_root_whatever_came_before() -> None:
     """ChainMemo keeps the last chat's h0; a changed model or tools gets its own."""
-    memo = chain_module.ChainMemo()
+    memo = ChainMemo()
     for model, tools in [
         ("m", None),
         ("m", None),

@@ -13,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from pharos.prefix import chain as chain_module
-from pharos.prefix.chain import ChainMemo
+from pharos.prefix.memo import ChainMemo
 from pharos.proxy.errors import ClientError
 from pharos.proxy.parse import ParsedRequest, parse_request
 

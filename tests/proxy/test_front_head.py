@@ -72,15 +72,37 @@ def test_anything_but_the_plain_head_goes_to_aiohttp(head: bytes) -> None:
     assert parse_head(head, ROUTES) is None
 
 
+ANONYMOUS = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 12"
+
+
 def test_the_head_cache_answers_what_parse_head_answers_and_stays_bounded() -> None:
     cache = HeadCache()
-    heads = [PLAIN, PLAIN.replace(b"12", b"13"), *HANDED_OFF.values(), PLAIN]
+    heads = [ANONYMOUS, ANONYMOUS.replace(b"12", b"13"), *HANDED_OFF.values(), PLAIN, ANONYMOUS]
     for head in heads * 2:
         assert cache.parse(head, ROUTES) == parse_head(head, ROUTES)
-    assert cache.parse(PLAIN, ROUTES) is cache.parse(PLAIN, ROUTES)  # one Head serves a repeat
+    assert cache.parse(ANONYMOUS, ROUTES) is cache.parse(ANONYMOUS, ROUTES)  # one Head, a repeat
     for n in range(HeadCache.MAX_HEADS * 3):
-        assert cache.parse(PLAIN.replace(b"12", b"%d" % n), ROUTES) is not None
+        assert cache.parse(ANONYMOUS.replace(b"12", b"%d" % n), ROUTES) is not None
     assert len(cache._heads) <= HeadCache.MAX_HEADS
-    long_head = PLAIN + b"\r\nX-Big: " + b"a" * HeadCache.MAX_CACHED_BYTES
+    long_head = ANONYMOUS + b"\r\nX-Big: " + b"a" * HeadCache.MAX_CACHED_BYTES
     assert cache.parse(long_head, ROUTES) == parse_head(long_head, ROUTES)
     assert long_head not in cache._heads
+
+
+# the key header     | as the client sends it
+KEYED = [
+    b"Authorization: Bearer sk-one",
+    b"authorization: Basic c2stdHdv",
+    b"X-Api-Key: sk-three",
+]
+
+
+@pytest.mark.parametrize("key_line", KEYED)
+def test_a_head_carrying_a_client_key_is_parsed_but_never_kept(key_line: bytes) -> None:
+    # Keys are held as SHA-256 only: a raw key must not outlive its request in the cache.
+    cache = HeadCache()
+    head = ANONYMOUS + b"\r\n" + key_line
+    assert cache.parse(head, ROUTES) == parse_head(head, ROUTES)
+    assert cache.parse(head, ROUTES) is not None
+    assert not any(key_line.split(b": ")[1] in kept for kept in cache._heads)
+    assert not any(key_line.split(b": ")[1].decode() in str(h) for h in cache._heads.values())

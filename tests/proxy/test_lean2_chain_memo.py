@@ -11,7 +11,8 @@ import msgspec
 import pytest
 
 from pharos.prefix import chain as chain_module
-from pharos.prefix.chain import ChainMemo, chain_for_chat, chain_for_messages
+from pharos.prefix.chain import chain_for_chat, chain_for_messages
+from pharos.prefix.memo import ChainMemo
 from pharos.proxy.parse import parse_request
 
 MEMO_BUILT = chain_module._native_memo_messages is not None

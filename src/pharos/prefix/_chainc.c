@@ -27,7 +27,7 @@
 
    message_links(..., other, memo) -> (hashes, cum_bytes, digests, entry, reused) | None
      With `memo`, a list of earlier chats' entries (h0, covered, messages, digests, hashes,
-     cum_bytes) as chain.ChainMemo keeps them: the leading messages an entry repeats (the same
+     cum_bytes) as memo.ChainMemo keeps them: the leading messages an entry repeats (the same
      h0, and per message the same role and content bytes) take that entry's links instead of
      being unescaped and hashed again, from the entry repeating the most. Returns also every
      link's whole digest (32 bytes each), the entry used (None) and how many links it gave.
@@ -475,7 +475,7 @@ static int same_role(PyObject *a, PyObject *b) {
 
 /* How many leading messages of items[0..count) an earlier chat's entry repeats: the same h0 and
    tools bytes, and per message the same role and the same content bytes. An entry is
-   (h0, covered, messages, digests, hashes, cum_bytes) as chain.ChainMemo keeps it; -1 when it
+   (h0, covered, messages, digests, hashes, cum_bytes) as memo.ChainMemo keeps it; -1 when it
    isn't one (the caller then ignores it). */
 static Py_ssize_t repeated(PyObject *entry, const char *previous, Py_ssize_t covered,
                            PyObject **items, Py_ssize_t count) {
@@ -724,7 +724,7 @@ fail:
 }
 
 
-/* ---- Where a body's messages end, for chain.ChainMemo's repeat cut (proxy/parse.py). ----
+/* ---- Where a body's messages end, for memo.ChainMemo's repeat cut (proxy/parse.py). ----
 
    message_ends(body, start) -> (first, ends) | None
      start 0: `body` is a whole JSON object; `first` is the offset just after the `[` of its

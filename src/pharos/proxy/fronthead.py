@@ -22,6 +22,8 @@ MAX_HEAD_BYTES = MAX_LINE_BYTES * (MAX_HEADERS + 1)
 """No head the front serves is longer; a buffer this long without a blank line is aiohttp's."""
 
 HEAD_END = b"\r\n\r\n"
+KEY_HEADERS = frozenset({"authorization", "x-api-key"})
+"""The headers a client key arrives in (proxy/keys.KeyRing.authenticate_headers reads these)."""
 _REFUSED_NAMES = frozenset({"transfer-encoding", "expect", "upgrade"})
 _TOKEN_BAD = frozenset(' \t"(),/:;<=>?@[\\]{}')
 _CONTROL = bytes(range(0x20)).replace(b"\t", b"") + b"\x7f"
@@ -94,7 +96,8 @@ class HeadCache:
     A client's requests repeat their head byte for byte but for Content-Length (compare.py's 32
     connections: a handful of heads); a Head is never written, so one serves them all. At most
     MAX_HEADS heads of at most MAX_CACHED_BYTES each (a full cache starts over): 5-8 us a head
-    parsed, ~0.2 us found (timeit)."""
+    parsed, ~0.2 us found (timeit). A head carrying a client key (KEY_HEADERS) is never kept:
+    keys are held as SHA-256 only, and a raw one must not outlive its request here."""
 
     __slots__ = ("_heads",)
 
@@ -110,7 +113,11 @@ class HeadCache:
         if found is not None:
             return found
         parsed = parse_head(head, routes)
-        if parsed is not None and len(head) <= self.MAX_CACHED_BYTES:
+        if (
+            parsed is not None
+            and len(head) <= self.MAX_CACHED_BYTES
+            and KEY_HEADERS.isdisjoint(parsed.first)
+        ):
             if len(self._heads) >= self.MAX_HEADS:
                 self._heads.clear()
             self._heads[head] = parsed

@@ -12,7 +12,8 @@ from typing import Any
 import msgspec
 
 from pharos.prefix import Chain, chain_for_chat, chain_for_prompt
-from pharos.prefix.chain import MESSAGE_LINKS, ChainMemo, Cut, chain_for_messages
+from pharos.prefix.chain import MESSAGE_LINKS, chain_for_messages
+from pharos.prefix.memo import ChainMemo, Cut
 from pharos.proxy.errors import bad_request
 
 __all__ = [
