@@ -367,25 +367,16 @@ class SimEngine:
                     prefill_s = job.prefill_s
                     first_token_s = now() - arrived_s
                     await job.done
-                    return Served(
-                        first_token_s=first_token_s,
-                        duration_s=now() - arrived_s,
-                        prompt_tokens=prompt.tokens,
-                        cached_tokens=cached,
-                        completion_tokens=prompt.completion_tokens,
-                        load_s=load_s,
-                        prefill_s=prefill_s,
-                        engine_waited_s=waited_s,
-                    )
-                others = self._busy_slots() - 1
-                slowdown = 1.0 + self.spec.contention * max(0, others)
-                prefill_s = (prompt.tokens - cached) * self.spec.prefill_s_per_token * slowdown
-                await asyncio.sleep(prefill_s)
-                first_token_s = now() - arrived_s
-                if self.spec.cache_mode is CacheMode.SHARED:
-                    self._remember_shared(prompt)
-                decode_s = prompt.completion_tokens * self.spec.decode_s_per_token * slowdown
-                await asyncio.sleep(decode_s)
+                else:
+                    others = self._busy_slots() - 1
+                    slowdown = 1.0 + self.spec.contention * max(0, others)
+                    prefill_s = (prompt.tokens - cached) * self.spec.prefill_s_per_token * slowdown
+                    await asyncio.sleep(prefill_s)
+                    first_token_s = now() - arrived_s
+                    if self.spec.cache_mode is CacheMode.SHARED:
+                        self._remember_shared(prompt)
+                    decode_s = prompt.completion_tokens * self.spec.decode_s_per_token * slowdown
+                    await asyncio.sleep(decode_s)
             finally:
                 self._release_slot(runner, slot, prompt)
         finally:
