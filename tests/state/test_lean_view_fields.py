@@ -17,24 +17,24 @@ from pharos.state.views import ViewCache
 URL = "http://gpu:8000"
 
 
-def test_every_view_field_holds_its_own_distinct_value() -> None:
-    # Each signal gets a value no other field has, so a swapped pair of arguments shows.
+def _backend(residency: Residency) -> BackendRuntime:
     full = Snapshot(
         version="1",
-        models=MappingProxyType(
-            {"m": ModelInfo(state=Residency.LOADED, vram_bytes=6, size_bytes=5)}
-        ),
+        models=MappingProxyType({"m": ModelInfo(state=residency, vram_bytes=6, size_bytes=5)}),
         loads=MappingProxyType({"m": Load(capacity=3)}),
     )
     fast = Snapshot(
         version="1", loads=MappingProxyType({"m": Load(running=1, waiting=2, kv_usage=0.4)})
     )
-    backend = BackendRuntime(
+    return BackendRuntime(
         spec=BackendSpec(URL, kind=Kind.VLLM, memory_bytes=8, capacity=7),
         observed=Observed(
             full=full, full_at=99.0, fast=fast, fast_at=100.0, listed=frozenset({"m"})
         ),
     )
+
+
+def _record(stats: TargetStats | None = None) -> TargetRecord:
     record = TargetRecord(
         target_id=4,
         key=f"{URL} m",
@@ -42,8 +42,16 @@ def test_every_view_field_holds_its_own_distinct_value() -> None:
         model="m",
         served_model="served-m",
         generation=9,
-        stats=TargetStats(prefill_s_per_token=0.01, load_s=11.0, service_s=12.0),
     )
+    if stats is not None:
+        record.stats = stats
+    return record
+
+
+def test_every_view_field_holds_its_own_distinct_value() -> None:
+    # Each signal gets a value no other field has, so a swapped pair of arguments shows.
+    backend = _backend(Residency.LOADED)
+    record = _record(TargetStats(prefill_s_per_token=0.01, load_s=11.0, service_s=12.0))
     expected = TargetView(
         target_id=4,
         key=f"{URL} m",
@@ -77,33 +85,8 @@ def test_every_view_field_holds_its_own_distinct_value() -> None:
 
 def test_a_view_after_a_reply_holds_every_field_where_its_name_says() -> None:
     """ViewCache patches a view after a reply's writes (stats, reply time) positionally too."""
-    backend = BackendRuntime(
-        spec=BackendSpec(URL, kind=Kind.VLLM, memory_bytes=8, capacity=7),
-        observed=Observed(
-            full=Snapshot(
-                version="1",
-                models=MappingProxyType(
-                    {"m": ModelInfo(state=Residency.COLD, vram_bytes=6, size_bytes=5)}
-                ),
-                loads=MappingProxyType({"m": Load(capacity=3)}),
-            ),
-            full_at=99.0,
-            fast=Snapshot(
-                version="1",
-                loads=MappingProxyType({"m": Load(running=1, waiting=2, kv_usage=0.4)}),
-            ),
-            fast_at=100.0,
-            listed=frozenset({"m"}),
-        ),
-    )
-    record = TargetRecord(
-        target_id=4,
-        key=f"{URL} m",
-        backend_url=URL,
-        model="m",
-        served_model="served-m",
-        generation=9,
-    )
+    backend = _backend(Residency.COLD)
+    record = _record()
     restored = TargetStats(prefill_s_per_token=0.02, load_s=13.0, service_s=14.0)
     cache = ViewCache(StateOptions())
     before = cache.view(record, backend, restored, 100.5)
