@@ -1,6 +1,6 @@
-"""What the rework and evict weights charge (PolicyConfig defaults; README "Weights on the
-batch loop"): a re-prefill of a prefix another target holds costs 3.5x its prefill, a slot's
-recent conversation a fresh prompt pushes out 2x its prefill."""
+"""What the rework and evict weights charge (PolicyConfig defaults; docs/routing-log.md,
+"Weights on the batch loop"): a re-prefill of a prefix another target holds costs 3.5x its
+prefill, a slot's recent conversation a fresh prompt pushes out 2x its prefill."""
 
 from __future__ import annotations
 

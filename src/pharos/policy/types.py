@@ -227,8 +227,8 @@ class PolicyConfig:
     policy's hit ratio summed -42.9 points under the best baseline's at 0, -13.9 at 1, -4.5
     at 2, -2.9 at 3; TTFT p95 summed -23.1 s, -29.0 s, -33.0 s, -32.0 s below it. Later, every
     scenario, 20 seeds (`--verdict` losses, seeds 1-5 in brackets), with evict_weight 1.5:
-    2.5 -> 186 (29), 3 -> 185 (27); both at 1.0/2.0 before: 194 (31) (README, issue 15). On the
-    simulator's llama-server batch loop (2026-12-07), with evict_weight 2: 3 -> 213 (54), 3.5 ->
+    2.5 -> 186 (29), 3 -> 185 (27); both at 1.0/2.0 before: 194 (31) (docs/routing-log.md). On
+    the simulator's llama-server batch loop (2026-12-07), with evict_weight 2: 3 -> 213 (54), 3.5 ->
     209 (54), 4 -> 209 (56); 3 with 1.5, the old defaults: 224 (58)."""
     evict_weight: float = 2.0
     """Seconds charged per second of prefill a recent conversation would redo because this
@@ -250,8 +250,9 @@ class PolicyConfig:
     key many people share (RouteReq.conversations), times the target's prefill time per token
     over the fastest candidate's: such a key has no home, and a new chat went wherever a slot
     was free at that moment (real-equal seed 6: with 5 of the other users' chats on e1, 3 of 8
-    new chats went to e1 too). 0 = off. Comparisons lost over seeds 1-20 (README, "A shared
-    key's new chats spread"): 0 -> 170, 0.1 -> 155; flat 0.05 / 0.15 / 0.25 -> 169 / 167 / 168."""
+    new chats went to e1 too). 0 = off. Comparisons lost over seeds 1-20 (docs/routing-log.md,
+    "A shared key's new chats spread"): 0 -> 170, 0.1 -> 155; flat 0.05 / 0.15 / 0.25 -> 169 /
+    167 / 168."""
 
 
 DEFAULT_CONFIG = PolicyConfig()

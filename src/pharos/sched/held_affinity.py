@@ -26,7 +26,8 @@ SPREAD_WINDOW_S = 60.0
 """A conversation whose last reply ended within this counts as live on its target for a shared
 key's new conversation (KeyHomes.conversations). `make scenario`'s client thinks 2.5-15 s
 between turns (x0.5), 4 turns a chat. Comparisons lost over seeds 1-20 at spread_s 0.1:
-30 s -> 154 (seeds 6-10 rise), 60 s -> 155 (README, "A shared key's new chats spread")."""
+30 s -> 154 (seeds 6-10 rise), 60 s -> 155 (docs/routing-log.md, "A shared key's new chats
+spread")."""
 
 MAX_KEYS = 4096
 """Keys kept before the expired ones are swept: the map never grows with keys gone quiet."""

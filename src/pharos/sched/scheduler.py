@@ -64,7 +64,7 @@ SIDE_CALL_MAX_LINKS = 1
 message). With one key for many people (`make scenario`'s anonymous key, one Open WebUI) other
 people's turns come within SIDE_CALL_GAP_S of a reply: real-equal, seeds 1-20, 1,495 of 4,101
 turns were judged side calls, charged for an idle engine's slots (8.16 s at seed 1, 162.8 s),
-and queued for the busy one (README, "A shared key's turns are no side calls")."""
+and queued for the busy one (docs/routing-log.md, "A shared key's turns are no side calls")."""
 ENGINE_QUEUED_HALF_LIFE_S = 30.0
 _TIMER_SLACK_S = 0.01  # the loop's timer may fire a hair before the clock reaches the bound
 

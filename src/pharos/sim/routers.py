@@ -48,7 +48,8 @@ BASELINES = ("round-robin", "least-outstanding", "sticky", "cache-aware")
 @dataclass(frozen=True)
 class WarmVariant:
     """cost with pre-emptive warming (pharos.sim.warming), as `simulate` policy names only:
-    measured not to pay (README "Pre-emptive warming"), so not in `pharos sim`'s policies."""
+    measured not to pay (docs/routing-log.md, "Pre-emptive warming"), so not in `pharos sim`'s
+    policies."""
 
     reload_loads: float = 1.0
     unload_spare_only: bool = False

@@ -11,7 +11,7 @@ loading target, its load paid, and join it. `warm_choice` is the decision, a pur
 Measured in the simulator and not wired into `serve`, so it lives here, beside the simulator's
 routers that call it, and not in sched/: on top of the cost policy's own second
 replica (a request that would queue loads one on a host with room) it fires only where it
-must unload an idle model, and there it trades the chats' tail for the burst's (README
+must unload an idle model, and there it trades the chats' tail for the burst's (docs/routing-log.md,
 "Pre-emptive warming": cold-burst, 10 seeds, 10 burst users: burst p95 17.36 -> 12.41 s,
 chat p95 0.86 -> 4.43 s, comparisons lost 5 -> 15).
 """
