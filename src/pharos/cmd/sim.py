@@ -126,9 +126,8 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
             err.write(f"pharos sim: --scenario {name}: {missing}\n")
             return 2
         stream = f", tie stream {args.tie_stream}" if args.tie_stream else ""
-        out.write(
-            f"== {name}: {scenario.about}; {scenario.duration_s:.0f} s, seeds {args.seeds}{stream}\n"
-        )
+        which = f"seeds {args.seeds}{stream}"
+        out.write(f"== {name}: {scenario.about}; {scenario.duration_s:.0f} s, {which}\n")
         out.write(table(results) + "\n\nTTFT by request class (seeds pooled):\n")
         out.write(class_table(results) + "\n\n")
         if args.verdict:
