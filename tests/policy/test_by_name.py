@@ -139,7 +139,7 @@ def test_candidate_fields_are_listed_once_in_constructor_order() -> None:
     # constructor must reorder CANDIDATE_FIELDS too, and the sched tests read them back by name.
     params = list(inspect.signature(Candidate).parameters)
     assert tuple(params) == CANDIDATE_FIELDS
-    values = (1, 2, 3, 4, True, 0.5, 6, 0.007, 8.0, 9.0, False, True, 13, 1.4, True, 2.5)
+    values = (1, 2, 3, 4, True, 0.5, 6, 0.007, 8.0, 9.0, False, True, 13, 1.4, True, 2.5, 17)
     built = Candidate(*values)
     assert tuple(getattr(built, name) for name in CANDIDATE_FIELDS) == values
 

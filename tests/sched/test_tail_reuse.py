@@ -37,6 +37,7 @@ BASE: dict[str, object] = {
     "engine_queued_s": None,
     "evicts_loaded": False,
     "slots_busy_s": None,
+    "room_bytes": None,
 }
 OTHER: dict[str, object] = {
     "target_id": 4,
@@ -55,6 +56,7 @@ OTHER: dict[str, object] = {
     "engine_queued_s": 0.25,
     "evicts_loaded": True,
     "slots_busy_s": 1.5,
+    "room_bytes": 5_000_000_000,
 }
 
 

@@ -2,6 +2,7 @@
 time through the scheduler, bounded, none while draining; and what it did on cold-burst."""
 
 import asyncio
+import dataclasses
 from collections.abc import Awaitable, Callable
 
 import pytest
@@ -143,9 +144,17 @@ def test_a_warm_up_that_never_answers_is_given_up_after_its_timeout_and_frees_it
     assert (warming_after, held_after) == (frozenset(), 0)  # given up at 30 s, lease returned
 
 
+# cold-burst's own 8 burst users no longer leave a host cold to warm (seeds 1-12): since the
+# room tie break (README, "A cold load goes where it leaves its host the most room") cost's own
+# picks load c beside a chat model on two hosts. With 10, as benchmarks/sim_warm.py runs it:
+# burst p95 14.28 / 15.75 s under cost, 11.50 / 12.88 s warmed (seeds 1, 2).
+BURST_USERS = 10
+
+
 @pytest.mark.parametrize("seed", [1, 2])
 def test_on_cold_burst_warming_serves_the_burst_sooner_and_its_replica_is_used(seed: int) -> None:
-    scenario = SCENARIOS["cold-burst"]
+    base = SCENARIOS["cold-burst"]
+    scenario = dataclasses.replace(base, mix=dataclasses.replace(base.mix, burst_users=BURST_USERS))
     cost, warm = simulate(scenario, "cost", seed), simulate(scenario, "cost-warm", seed)
     assert warm.ttft(0.95, "burst") < cost.ttft(0.95, "burst")
     assert warm.model_loads > cost.model_loads  # the warm-up's load, and what it unloaded

@@ -216,6 +216,7 @@ def scan(
     best_est = second_est = least_util = least_est = next_est = replica_est = _INF
     best_i = second_i = least_i = next_i = replica_i = -1
     best_util = replica_util = 0.0
+    replica_room = -1
     warm_free = False
     feasible_count = 0
     rework_weight = config.rework_weight
@@ -357,14 +358,15 @@ def scan(
                     least_est, least_i = est, i
                 elif est < next_est:
                     next_est, next_i = est, i
-            if (
-                cold
-                and c.fits_if_cold is True
-                and not c.evicts_loaded
-                and free > 0
-                and est < replica_est
-            ):
-                replica_est, replica_i, replica_util = est, i, util
+            if cold and c.fits_if_cold is True and not c.evicts_loaded and free > 0:
+                room = c.room_bytes
+                if room is None:
+                    room = -1
+                # of equal loads, the one leaving its host the most room (util.roomiest)
+                if est < replica_est - tie_s or (
+                    est <= replica_est + tie_s and room > replica_room
+                ):
+                    replica_est, replica_i, replica_util, replica_room = est, i, util, room
         else:
             est = _INF
         if free > 0 and not cold:
@@ -440,8 +442,9 @@ def _scores_of(
 
 def replica_with_room(found: Scan) -> int:
     """Where to load a second replica for a request that would queue: the cheapest cold target
-    whose host holds the model beside everything it has loaded (it unloads nothing), when no
-    target that serves the model now has a free slot; -1 when there is none (scan finds it).
+    whose host holds the model beside everything it has loaded (it unloads nothing), of equal
+    ones the one leaving its host the most memory (Candidate.room_bytes), when no target that
+    serves the model now has a free slot; -1 when there is none (scan finds it).
 
     Not the lowest estimate: the load costs this request more than its wait (cold-burst: a
     ~3.5 s wait against an 8 s load), but it pays once and every later request gets the
@@ -485,7 +488,8 @@ def _describe(
 
 
 def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig) -> Decision:
-    """Lowest est_ttft; ties (within config.tie_s) on utilization, then on the request's seed."""
+    """Lowest est_ttft; ties (within config.tie_s) on utilization, then on the memory a cold
+    load leaves its host (util.roomiest), then on the request's seed."""
     candidates = as_list(sequence)
     fb = _fallbacks(candidates, config)
     found = scan(
@@ -513,7 +517,7 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
             if near_est[k] <= limit:
                 tied.append(near[k])
                 tied_utils.append(near_util[k])
-        best = break_tie_of(tied, tied_utils, candidates, request.seed)
+        best = break_tie_of(tied, tied_utils, candidates, request.seed, True)
         best_util = tied_utils[tied.index(best)]
     chosen = candidates[best]
     enqueue = chosen.free_slots <= 0

@@ -79,6 +79,7 @@ class Candidate:
         "matched_tokens",
         "prefill_s_per_token",
         "queue_ahead",
+        "room_bytes",
         "service_s",
         "slots_busy_s",
         "target_id",
@@ -103,6 +104,7 @@ class Candidate:
         engine_queued_s: float | None = None,
         evicts_loaded: bool = False,
         slots_busy_s: float | None = None,
+        room_bytes: int | None = None,
     ) -> None:
         self.target_id: Final = target_id
         self.capacity: Final = capacity  # slots: engine-reported, config, or the fallback
@@ -126,6 +128,9 @@ class Candidate:
         # no slot frees before this: the earliest expected prefill end of the requests holding
         # them, all ours (sched/prefills.py); None: a slot is free or someone else's holds one
         self.slots_busy_s: Final = slots_busy_s
+        # a cold target: the host memory left beside every model it holds once this one has
+        # loaded (negative: the load unloads an idle model); None: warm, or memory unknown
+        self.room_bytes: Final = room_bytes
 
     def has_fields(
         self,
@@ -145,6 +150,7 @@ class Candidate:
         engine_queued_s: float | None,
         evicts_loaded: bool,
         slots_busy_s: float | None,
+        room_bytes: int | None,
     ) -> bool:
         """Whether a Candidate built from these would be this one, so the scheduler can reuse
         it (every field, in CANDIDATE_FIELDS' order; tests/policy/test_tail_reuse.py checks).
@@ -167,6 +173,7 @@ class Candidate:
             and _same_float(self.engine_queued_s, engine_queued_s)
             and self.evicts_loaded == evicts_loaded
             and _same_float(self.slots_busy_s, slots_busy_s)
+            and self.room_bytes == room_bytes
         )
 
     def _fields(self) -> tuple[object, ...]:
@@ -206,6 +213,7 @@ CANDIDATE_FIELDS: tuple[str, ...] = (
     "engine_queued_s",
     "evicts_loaded",
     "slots_busy_s",
+    "room_bytes",
 )
 """Candidate's fields in constructor order (repr, equality)."""
 

@@ -103,6 +103,29 @@ def _fits(
 ) -> bool | None:
     """Whether the model fits in the host memory the others hold: a busy or loading model
     always holds its footprint, an idle loaded one only when `idle_loaded_holds`."""
+    room = _room(view, others, idle_loaded_holds, idle_ended, stale_before)
+    return None if room is None else room >= 0
+
+
+def room_beside_loaded(
+    view: TargetView,
+    others: Iterable[tuple[TargetView, int]],
+    idle_ended: dict[int, float] | None = None,
+    stale_before: float = -1.0,
+) -> int | None:
+    """The host memory left once this cold model has loaded beside every model the host
+    holds (idle ones too, stale ones not: fits_beside_loaded), negative when it doesn't fit;
+    None when the host memory or a size is unknown."""
+    return _room(view, others, True, idle_ended, stale_before)
+
+
+def _room(
+    view: TargetView,
+    others: Iterable[tuple[TargetView, int]],
+    idle_loaded_holds: bool,
+    idle_ended: dict[int, float] | None,
+    stale_before: float,
+) -> int | None:
     memory_bytes = view.memory_bytes
     size_bytes = view.size_bytes
     if memory_bytes is None or size_bytes is None:
@@ -124,7 +147,7 @@ def _fits(
         if footprint is None:
             return None
         held_bytes += footprint
-    return size_bytes <= memory_bytes - held_bytes
+    return memory_bytes - held_bytes - size_bytes
 
 
 def usable_views(views: Iterable[TargetView], exclude: frozenset[int]) -> list[TargetView]:
@@ -222,9 +245,9 @@ class FitsIfCold:
     def __call__(self, view: TargetView) -> bool | None:
         return fits_if_cold(view, self._others(view.backend_url))
 
-    def beside_loaded(self, view: TargetView) -> bool | None:
-        """`fits_beside_loaded` over this pick's occupancy of the view's backend."""
-        return fits_beside_loaded(
+    def room_beside_loaded(self, view: TargetView) -> int | None:
+        """`room_beside_loaded` over this pick's occupancy of the view's backend."""
+        return room_beside_loaded(
             view,
             self._others(view.backend_url),
             self._last_reply_end,
@@ -280,10 +303,12 @@ def build_candidates(
       conversation it would push out of a free slot (`recent`: finished prompts per target)
     - engine queued: what replies on the target lately waited inside the engine (`engine_queued`)
     - evicts loaded: the cold load fits only by unloading an idle model one of our replies used
-      within IDLE_MODEL_STALE_S (`free_fit_of`'s beside_loaded False; a native call, where a
+      within IDLE_MODEL_STALE_S (`free_fit_of`'s room_beside_loaded negative; a native call, where a
       Callable cost ~300 instructions a target)
     - slots busy: on a full target whose slots all hold our requests, the earliest of their
       expected prefill ends (`prefills`)
+    - room: for a cold target that fits, the host memory its load leaves beside every model
+      held, stale ones not (`free_fit_of`'s room_beside_loaded); None otherwise
 
     `previous`: the list this returned last time for these views. A candidate equal to the one
     at its position there is that one, and when all are, so is the list: building and freeing
@@ -348,6 +373,7 @@ def build_candidates(
             loading = residency is loading_state or occupancy > 0
         fits = None
         evicts_loaded = False
+        room: int | None = None
         if (
             residency is cold
             and occupancy == 0
@@ -356,7 +382,8 @@ def build_candidates(
         ):
             fits = fits_of(view)
             if fits is True and free_fit_of is not None:
-                evicts_loaded = free_fit_of.beside_loaded(view) is False
+                room = free_fit_of.room_beside_loaded(view)
+                evicts_loaded = room is not None and room < 0
         match = matches.get(target_id) if match_bits >> (target_id & 31) & 1 else None
         matched = 0 if match is None else match.matched_bytes // BYTES_PER_TOKEN
         evicts = 0
@@ -392,6 +419,7 @@ def build_candidates(
                 queued_s,
                 evicts_loaded,
                 slots_busy,
+                room,
             ):
                 if candidates is not None:
                     candidates.append(before)
@@ -416,6 +444,7 @@ def build_candidates(
                 queued_s,
                 evicts_loaded,
                 slots_busy,
+                room,
             )
         )
     if candidates is None:  # each was previous's
