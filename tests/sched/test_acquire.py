@@ -103,7 +103,10 @@ async def test_capacity_sources(
 async def test_engine_running_counts_clients_that_bypass_us(
     sched: Scheduler, targets: FakeTargets, clock: FakeClock
 ):
-    targets.add(make_view(1, capacity=2, running=2, last_fast_scrape_at=clock.now()))
+    targets.add(make_view(1, capacity=2, running=1, last_fast_scrape_at=clock.now()))
+    first = await sched.acquire("k", 1, req())  # beside one request that bypasses us
+    clock.advance(0.5)
+    targets.update(1, running=2, last_fast_scrape_at=clock.now())  # sees `first`
     task = asyncio.ensure_future(sched.acquire("k", 1, req()))
     await asyncio.sleep(0)
     assert not task.done()
@@ -113,7 +116,8 @@ async def test_engine_running_counts_clients_that_bypass_us(
     assert task.done()
     assert task.result().queue_outcome == "waited"
     assert task.result().queue_wait_s == 0.0  # no clock time passed
-    assert sched.inflight(1) == 1
+    assert sched.inflight(1) == 2
+    first.release(ok())
 
 
 async def test_a_reply_ending_after_the_fast_scrape_makes_the_local_count_win(
@@ -129,7 +133,8 @@ async def test_a_reply_ending_after_the_fast_scrape_makes_the_local_count_win(
     assert second.target.target_id == 1
     second.release(ok())
     clock.advance(0.3)
-    targets.update(1, running=1, last_fast_scrape_at=clock.now())  # a bypassing client now
+    # a bypassing client now, and another of its requests in the engine's queue
+    targets.update(1, running=1, waiting=1, last_fast_scrape_at=clock.now())
     task = asyncio.ensure_future(sched.acquire("k", 1, req()))
     await asyncio.sleep(0)
     assert not task.done()  # the fresh scrape counts again
