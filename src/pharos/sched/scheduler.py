@@ -334,8 +334,8 @@ class Scheduler:
         0.5-2 s after its reply has taken it by then (noisy seed 8 at 230 s: a follow-up waited
         27 s in the router for e0, where the engine's queue would have served it in 11 s).
         noisy, seeds 1-20, tie streams 0-3: 222 -> 158 comparisons lost. A lease of ours in a
-        slot, or a slot's worth queued in the engine, keeps the router's queue (README, "A full
-        engine's own queue")."""
+        slot, or a slot's worth queued in the engine, keeps the router's queue (docs/routing-log.md,
+        "A full engine's own queue")."""
         running = view.running
         capacity = view.capacity
         if running is None or capacity is None or running < capacity:
