@@ -41,6 +41,27 @@ async def test_a_second_request_joins_behind_the_first_while_no_lease_of_ours_ho
     assert sched.inflight(1) == 0
 
 
+async def test_at_most_a_slots_worth_joins_between_two_scrapes(
+    sched: Scheduler, targets: FakeTargets, clock: FakeClock
+) -> None:
+    """The router's queue is fair across keys and bounded in time; it never empties into an
+    engine's FIFO on one scrape's word. Ours sent since the scrape count as its Waiting."""
+    targets.add(make_view(1, capacity=2, running=2, waiting=0, last_fast_scrape_at=clock.now()))
+    tasks = [asyncio.ensure_future(sched.acquire(f"k{i}", 1, req())) for i in range(5)]
+    await asyncio.sleep(0)
+    assert [t.done() for t in tasks] == [True, True, False, False, False]
+    assert sched.waiting_count() == 3
+    clock.advance(1.0)
+    # the next scrape: both of ours queued in the engine, the slots still the other client's
+    targets.update(1, running=2, waiting=2, last_fast_scrape_at=clock.now())
+    clock.advance(0.1)
+    late = asyncio.ensure_future(sched.acquire("late", 1, req()))
+    await asyncio.sleep(0)
+    assert not late.done()
+    for task in [*tasks, late]:
+        task.cancel()
+
+
 # running, waiting at a fresh scrape | our leases there that took a free slot | joins
 CASES = [
     (2, 0, 0, True),  # both slots the bypassing client's

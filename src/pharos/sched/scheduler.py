@@ -138,9 +138,9 @@ class Scheduler:
         # to go on (learning.engine_queued_sample); popped at release
         self._ours_ahead: dict[Lease, float] = {}
         # per target, our leases sent into its engine's queue (_joins_engine_queue), not yet
-        # released; and those leases
+        # released; and when each was sent
         self._joined: dict[int, int] = {}
-        self._joined_leases: set[Lease] = set()
+        self._joined_leases: dict[Lease, float] = {}
         self._queue: FairQueue[RouteRequest] = FairQueue()
         self._serving = False
         self._serve_again = False
@@ -305,7 +305,7 @@ class Scheduler:
         chosen = candidates[index]
         if decision.enqueue:
             self._joined[view.target_id] = self._joined.get(view.target_id, 0) + 1
-            self._joined_leases.add(lease)
+            self._joined_leases[lease] = now
         if conversations is not None:
             self._homes.opened(lease, view.target_id)
         ours_ahead_s = self._prefills.running_for_s(view.target_id, now)
@@ -334,22 +334,30 @@ class Scheduler:
         0.5-2 s after its reply has taken it by then (noisy seed 8 at 230 s: a follow-up waited
         27 s in the router for e0, where the engine's queue would have served it in 11 s).
         noisy, seeds 1-20, tie streams 0-3: 222 -> 158 comparisons lost. A lease of ours in a
-        slot, or a slot's worth queued in the engine, keeps the router's queue (docs/routing-log.md,
-        "A full engine's own queue")."""
+        slot, or a slot's worth queued in the engine (the scrape's Waiting and ours sent since),
+        keeps the router's queue (docs/routing-log.md, "A full engine's own queue")."""
         running = view.running
         capacity = view.capacity
         if running is None or capacity is None or running < capacity:
             return False
-        waiting = view.waiting
-        if waiting is not None and waiting >= capacity:
-            return False  # a queue of a slot's worth or more: our waiters keep their choice
         target_id = view.target_id
+        scraped_at = view.last_fast_scrape_at
+        # ours sent in since that scrape are in the engine's queue too, unseen yet: the router's
+        # queue never empties into the engine between two scrapes
+        queued = 0 if view.waiting is None else view.waiting
+        if self._joined.get(target_id, 0) > 0:
+            for joined, sent_at in self._joined_leases.items():
+                if joined.target.target_id == target_id and (
+                    scraped_at is None or sent_at >= scraped_at
+                ):
+                    queued += 1
+        if queued >= capacity:
+            return False  # a queue of a slot's worth or more: our waiters keep their choice
         if self._local.get(target_id, 0) > self._joined.get(target_id, 0):
             return False  # a lease of ours holds a slot: its release frees one we see at once
         if self._peers.reporting and self._peers.inflight(view.key, now) > 0:
             return False  # a peer's lease may hold one: its report comes within 200 ms
         ended_at = self._last_reply_end.get(target_id)
-        scraped_at = view.last_fast_scrape_at
         return ended_at is None or (scraped_at is not None and ended_at < scraped_at)
 
     def _engine_queued_now(self, now: float) -> dict[int, float]:
@@ -436,7 +444,7 @@ class Scheduler:
         target_id = lease.target.target_id
         self._prefills.finish(target_id, lease)
         if self._joined_leases and lease in self._joined_leases:
-            self._joined_leases.discard(lease)
+            del self._joined_leases[lease]
             left_joined = self._joined[target_id] - 1
             if left_joined > 0:
                 self._joined[target_id] = left_joined
