@@ -8,7 +8,9 @@ from typing import Any
 
 from pharos.engine.types import Kind, Residency
 from pharos.engine.usage import Usage
+from pharos.policy import Candidate
 from pharos.sched import Feedback
+from pharos.sched.candidates import FitsIfCold, build_candidates
 from pharos.state.view import TargetView
 
 GB = 1_000_000_000
@@ -105,3 +107,32 @@ def ok(**kw: Any) -> Feedback:
     for name, value in kw.items():
         (usage if name in USAGE_FIELDS else fields)[name] = value
     return Feedback(**fields, usage=Usage(**usage))
+
+
+def candidates_with_fits(
+    views: list[TargetView],
+    last_reply_end: dict[int, float],
+    local: dict[int, int],
+    now: float,
+) -> list[Candidate]:
+    """build_candidates over `views` with the scheduler's cold-fit reading of their hosts."""
+    fits_of = FitsIfCold(
+        lambda url, _now: [v for v in views if v.backend_url == url],
+        now,
+        local_inflight=local,
+        peer_inflight={},
+        last_reply_end=last_reply_end,
+    )
+    candidates, _ = build_candidates(
+        views,
+        local_inflight=local,
+        peer_inflight={},
+        last_reply_end=last_reply_end,
+        router_waiting=0,
+        matches={},
+        default_capacity=2,
+        fits_of=fits_of,
+        free_fit_of=fits_of,
+        now=now,
+    )
+    return list(candidates)

@@ -11,9 +11,9 @@ import pytest
 from pharos.clock import FakeClock
 from pharos.engine.types import Residency
 from pharos.sched import RouteRequest, Scheduler
-from pharos.sched.candidates import IDLE_MODEL_STALE_S, FitsIfCold, build_candidates
+from pharos.sched.candidates import IDLE_MODEL_STALE_S
 from pharos.state.view import TargetView
-from tests.sched.fakes import GB, FakeTargets, ok
+from tests.sched.fakes import GB, FakeTargets, candidates_with_fits, ok
 from tests.sched.test_placement import ollama_view
 
 NOW = 1000.0
@@ -28,25 +28,7 @@ def evicts_loaded_with(
         ollama_view(2, "b", Residency.LOADED),
         ollama_view(3, "c", Residency.COLD, size_bytes=c_gb * GB),
     ]
-    fits_of = FitsIfCold(
-        lambda url, _now: [v for v in views if v.backend_url == url],
-        NOW,
-        local_inflight=local,
-        peer_inflight={},
-        last_reply_end=last_reply_end,
-    )
-    candidates, _ = build_candidates(
-        views,
-        local_inflight=local,
-        peer_inflight={},
-        last_reply_end=last_reply_end,
-        router_waiting=0,
-        matches={},
-        default_capacity=2,
-        fits_of=fits_of,
-        free_fit_of=fits_of,
-        now=NOW,
-    )
+    candidates = candidates_with_fits(views, last_reply_end, local, NOW)
     (cold,) = [c for c in candidates if c.target_id == 3]
     assert cold.fits_if_cold is True
     return cold.evicts_loaded

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from pharos.engine.types import Residency
-from pharos.sched.candidates import IDLE_MODEL_STALE_S, FitsIfCold, build_candidates
+from pharos.sched.candidates import IDLE_MODEL_STALE_S
 from pharos.state.view import TargetView
-from tests.sched.fakes import GB
+from tests.sched.fakes import GB, candidates_with_fits
 from tests.sched.test_placement import ollama_view
 
 NOW = 1000.0
@@ -18,25 +18,7 @@ OTHER_HOST = "http://o1:11434"
 def room_of(
     views: list[TargetView], last_reply_end: dict[int, float], local: dict[int, int]
 ) -> dict[int, int | None]:
-    fits_of = FitsIfCold(
-        lambda url, _now: [v for v in views if v.backend_url == url],
-        NOW,
-        local_inflight=local,
-        peer_inflight={},
-        last_reply_end=last_reply_end,
-    )
-    candidates, _ = build_candidates(
-        views,
-        local_inflight=local,
-        peer_inflight={},
-        last_reply_end=last_reply_end,
-        router_waiting=0,
-        matches={},
-        default_capacity=2,
-        fits_of=fits_of,
-        free_fit_of=fits_of,
-        now=NOW,
-    )
+    candidates = candidates_with_fits(views, last_reply_end, local, NOW)
     return {c.target_id: c.room_bytes for c in candidates}
 
 
