@@ -37,6 +37,7 @@ COMPILED = [
     "src/pharos/sched/fairqueue.py",
     "src/pharos/sched/prefills.py",
     "src/pharos/sched/held_affinity.py",
+    "src/pharos/sched/engine_joins.py",
     "src/pharos/prefix/index.py",
     "src/pharos/state/view.py",
     "src/pharos/state/views.py",

@@ -21,6 +21,7 @@ from pharos.sched.candidates import (
     index_of,
     usable_views,
 )
+from pharos.sched.engine_joins import EngineQueueJoins
 from pharos.sched.fairqueue import FairQueue, Waiter
 from pharos.sched.gauges import Gauges, PeerGauges
 from pharos.sched.held_affinity import KeyHomes, is_new_conversation
@@ -137,10 +138,7 @@ class Scheduler:
         # per lease sent while prefills of ours ran on its target: how long they were expected
         # to go on (learning.engine_queued_sample); popped at release
         self._ours_ahead: dict[Lease, float] = {}
-        # per target, our leases sent into its engine's queue (_joins_engine_queue), not yet
-        # released; and when each was sent
-        self._joined: dict[int, int] = {}
-        self._joined_leases: dict[Lease, float] = {}
+        self._joins = EngineQueueJoins()
         self._queue: FairQueue[RouteRequest] = FairQueue()
         self._serving = False
         self._serve_again = False
@@ -304,8 +302,7 @@ class Scheduler:
         )
         chosen = candidates[index]
         if decision.enqueue:
-            self._joined[view.target_id] = self._joined.get(view.target_id, 0) + 1
-            self._joined_leases[lease] = now
+            self._joins.sent(lease, view.target_id, now)
         if conversations is not None:
             self._homes.opened(lease, view.target_id)
         ours_ahead_s = self._prefills.running_for_s(view.target_id, now)
@@ -327,33 +324,18 @@ class Scheduler:
         return lease, True
 
     def _joins_engine_queue(self, view: TargetView, now: float) -> bool:
-        """Send into a full engine's own queue: its fresh scrape shows every slot running and
-        no lease of ours took one of them, so each slot is held by traffic Pharos doesn't see,
-        and the engine hands the next one that frees to the first request in its queue. The
-        router sees a slot free only at the next scrape (1 s), and a client that sends again
-        0.5-2 s after its reply has taken it by then (noisy seed 8 at 230 s: a follow-up waited
-        27 s in the router for e0, where the engine's queue would have served it in 11 s).
-        noisy, seeds 1-20, tie streams 0-3: 222 -> 158 comparisons lost. A lease of ours in a
-        slot, or a slot's worth queued in the engine (the scrape's Waiting and ours sent since),
-        keeps the router's queue (docs/routing-log.md, "A full engine's own queue")."""
+        """Send into a full engine's own queue (sched/engine_joins.py): its fresh scrape shows
+        every slot running and no lease of ours (nor a live peer's) took one of them, and under
+        a slot's worth waits in the engine."""
         running = view.running
         capacity = view.capacity
         if running is None or capacity is None or running < capacity:
             return False
         target_id = view.target_id
         scraped_at = view.last_fast_scrape_at
-        # ours sent in since that scrape are in the engine's queue too, unseen yet: the router's
-        # queue never empties into the engine between two scrapes
-        queued = 0 if view.waiting is None else view.waiting
-        if self._joined.get(target_id, 0) > 0:
-            for joined, sent_at in self._joined_leases.items():
-                if joined.target.target_id == target_id and (
-                    scraped_at is None or sent_at >= scraped_at
-                ):
-                    queued += 1
-        if queued >= capacity:
-            return False  # a queue of a slot's worth or more: our waiters keep their choice
-        if self._local.get(target_id, 0) > self._joined.get(target_id, 0):
+        if not self._joins.queue_room(target_id, capacity, view.waiting, scraped_at):
+            return False  # a slot's worth queued in the engine: our waiters keep their choice
+        if self._local.get(target_id, 0) > self._joins.count(target_id):
             return False  # a lease of ours holds a slot: its release frees one we see at once
         if self._peers.reporting and self._peers.inflight(view.key, now) > 0:
             return False  # a peer's lease may hold one: its report comes within 200 ms
@@ -443,13 +425,7 @@ class Scheduler:
         """Returns the prediction the reply was judged by (the lease's `prefix` stage)."""
         target_id = lease.target.target_id
         self._prefills.finish(target_id, lease)
-        if self._joined_leases and lease in self._joined_leases:
-            del self._joined_leases[lease]
-            left_joined = self._joined[target_id] - 1
-            if left_joined > 0:
-                self._joined[target_id] = left_joined
-            else:
-                del self._joined[target_id]
+        self._joins.released(lease)
         ours_ahead_s = self._ours_ahead.pop(lease, 0.0) if self._ours_ahead else 0.0
         if not lease.side_call and lease.client_key:
             self._homes.left(lease.client_key)

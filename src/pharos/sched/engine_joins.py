@@ -1,0 +1,65 @@
+"""Requests sent into a full engine's own queue (issue 15, noisy).
+
+When the pick's target is full and its fresh scrape shows every slot running with no lease of
+ours in one, each slot is held by traffic Pharos doesn't see, and the engine hands the next slot
+that frees to the first request in its own queue. The router sees that slot only at the next
+scrape (1 s), and a client that sends again 0.5-2 s after its reply has taken it by then (noisy
+seed 8 at 230 s: a follow-up waited 27 s in the router for e0, where the engine's queue would
+have served it in 11 s). noisy, seeds 1-20, tie streams 0-3: 222 -> 158 comparisons lost
+(docs/routing-log.md, "A full engine's own queue").
+
+At most a slot's worth joins between two scrapes (the scrape's Waiting and ours sent since): the
+router's queue is fair across keys and bounded in time, and never empties into an engine's FIFO
+on one scrape's word.
+"""
+
+from __future__ import annotations
+
+
+class EngineQueueJoins:
+    """Our leases sent into a target's engine queue and not yet released, with when each went."""
+
+    __slots__ = ("_count", "_sent_at", "_target_of")
+
+    def __init__(self) -> None:
+        self._count: dict[int, int] = {}
+        self._sent_at: dict[object, float] = {}
+        self._target_of: dict[object, int] = {}
+
+    def count(self, target_id: int) -> int:
+        return self._count.get(target_id, 0)
+
+    def queue_room(
+        self,
+        target_id: int,
+        capacity: int,
+        waiting: int | None,
+        scraped_at: float | None,
+    ) -> bool:
+        """Under a slot's worth queued in the engine: the scrape's Waiting (unknown: none) and
+        ours sent there since that scrape, which it could not have counted."""
+        queued = 0 if waiting is None else waiting
+        if self._count.get(target_id, 0) > 0:
+            for lease, sent_at in self._sent_at.items():
+                if self._target_of[lease] == target_id and (
+                    scraped_at is None or sent_at >= scraped_at
+                ):
+                    queued += 1
+        return queued < capacity
+
+    def sent(self, lease: object, target_id: int, now: float) -> None:
+        self._count[target_id] = self._count.get(target_id, 0) + 1
+        self._sent_at[lease] = now
+        self._target_of[lease] = target_id
+
+    def released(self, lease: object) -> None:
+        """`lease` ended; a lease that never joined an engine's queue is no change."""
+        if not self._sent_at or lease not in self._sent_at:
+            return
+        del self._sent_at[lease]
+        target_id = self._target_of.pop(lease)
+        left = self._count[target_id] - 1
+        if left > 0:
+            self._count[target_id] = left
+        else:
+            del self._count[target_id]
