@@ -38,6 +38,7 @@ COMPILED = [
     "src/pharos/sched/prefills.py",
     "src/pharos/sched/held_affinity.py",
     "src/pharos/sched/engine_joins.py",
+    "src/pharos/sched/leases_on.py",
     "src/pharos/prefix/index.py",
     "src/pharos/state/view.py",
     "src/pharos/state/views.py",

@@ -15,19 +15,20 @@ on one scrape's word.
 
 from __future__ import annotations
 
+from pharos.sched.leases_on import LeasesOn
+
 
 class EngineQueueJoins:
     """Our leases sent into a target's engine queue and not yet released, with when each went."""
 
-    __slots__ = ("_count", "_sent_at", "_target_of")
+    __slots__ = ("_joined", "_sent_at")
 
     def __init__(self) -> None:
-        self._count: dict[int, int] = {}
+        self._joined = LeasesOn()
         self._sent_at: dict[object, float] = {}
-        self._target_of: dict[object, int] = {}
 
     def count(self, target_id: int) -> int:
-        return self._count.get(target_id, 0)
+        return self._joined.count(target_id)
 
     def queue_room(
         self,
@@ -39,27 +40,19 @@ class EngineQueueJoins:
         """Under a slot's worth queued in the engine: the scrape's Waiting (unknown: none) and
         ours sent there since that scrape, which it could not have counted."""
         queued = 0 if waiting is None else waiting
-        if self._count.get(target_id, 0) > 0:
+        if self._joined.count(target_id) > 0:
             for lease, sent_at in self._sent_at.items():
-                if self._target_of[lease] == target_id and (
+                if self._joined.target_of(lease) == target_id and (
                     scraped_at is None or sent_at >= scraped_at
                 ):
                     queued += 1
         return queued < capacity
 
     def sent(self, lease: object, target_id: int, now: float) -> None:
-        self._count[target_id] = self._count.get(target_id, 0) + 1
+        self._joined.add(lease, target_id)
         self._sent_at[lease] = now
-        self._target_of[lease] = target_id
 
     def released(self, lease: object) -> None:
         """`lease` ended; a lease that never joined an engine's queue is no change."""
-        if not self._sent_at or lease not in self._sent_at:
-            return
-        del self._sent_at[lease]
-        target_id = self._target_of.pop(lease)
-        left = self._count[target_id] - 1
-        if left > 0:
-            self._count[target_id] = left
-        else:
-            del self._count[target_id]
+        if self._joined.remove(lease) >= 0:
+            del self._sent_at[lease]

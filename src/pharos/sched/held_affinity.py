@@ -17,6 +17,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pharos.prefix import Chain, Match
+from pharos.sched.leases_on import LeasesOn
 
 AFFINITY_WINDOW_S = 120.0
 """A conversation whose last reply ended this long ago no longer counts: the simulator's users
@@ -53,8 +54,7 @@ class KeyHomes:
         self._inflight: dict[str, int] = {}
         self._side_callers: set[str] = set()
         self._shared: set[str] = set()
-        self._opening: dict[object, int] = {}  # a new conversation's lease in flight: target
-        self._opening_on: dict[int, int] = {}  # per target: those leases
+        self._opening = LeasesOn()  # a shared key's new conversations in flight
 
     def side_call_from(self, key: str) -> None:
         """`key` sent a side call (a title or tags call after a reply): it is an Open WebUI,
@@ -77,22 +77,12 @@ class KeyHomes:
 
     def opened(self, lease: object, target_id: int) -> None:
         """A shared key's new conversation went to `target_id` (its first turn, in flight)."""
-        self._opening[lease] = target_id
-        self._opening_on[target_id] = self._opening_on.get(target_id, 0) + 1
+        self._opening.add(lease, target_id)
 
     def closed(self, lease: object) -> None:
         """A lease ended; if `opened` counted it, it counts no longer (its reply, if any, is an
         `ended` conversation now)."""
-        if not self._opening:
-            return
-        target_id = self._opening.pop(lease, -1)
-        if target_id < 0:
-            return
-        left = self._opening_on.get(target_id, 0) - 1
-        if left > 0:
-            self._opening_on[target_id] = left
-        else:
-            self._opening_on.pop(target_id, None)
+        self._opening.remove(lease)
 
     def conversations(self, now: float, window_s: float = SPREAD_WINDOW_S) -> dict[int, int]:
         """Per target, the conversations live there: of every key, those whose last reply ended
@@ -102,7 +92,7 @@ class KeyHomes:
         free at that moment, so conversations piled up on one engine while the other had few
         (real-equal seed 6: 30.8 s of router queue wait, 12.3 s when spread by this count)."""
         since = now - window_s
-        out = dict(self._opening_on)
+        out = self._opening.counts()
         for entries in self._by_key.values():
             for _, target_id, ended_at in entries:
                 if ended_at >= since:
