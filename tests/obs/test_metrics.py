@@ -61,7 +61,7 @@ SPEC_DECISIONS = {
         "never_fits",
         "client_left",
     ],
-    "queue": ["immediate", "waited"],
+    "queue": ["immediate", "waited", "engine_queue"],
     "load": ["cold_start", "unexpected_load", "control"],
     "prefix": ["predicted_hit", "wrong_prediction", "unpredicted_hit", "miss", "unknown"],
     "upstream": [

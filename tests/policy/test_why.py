@@ -93,7 +93,8 @@ def test_reason_mentions_queueing_and_infeasible_loads():
     busy = cand(1, free_slots=0)
     blocked = cand(2, warm=False, fits_if_cold=False)
     d = pick(REQ, [busy, blocked], DEFAULT_CONFIG)
-    assert "queued" in d.reason
+    # a lease holds a decision to wait only when sent into a full engine's own queue
+    assert d.reason.endswith("no free slot: sent into the engine's own queue")
     assert "1 cold load would evict busy models" in d.reason
 
 

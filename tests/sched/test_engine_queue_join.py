@@ -24,7 +24,8 @@ async def test_a_request_joins_the_engines_queue_when_every_slot_is_held_by_traf
     targets.add(make_view(1, capacity=2, running=2, waiting=0, last_fast_scrape_at=clock.now()))
     lease = await asyncio.wait_for(sched.acquire("k", 1, req()), timeout=1)
     assert lease.target.target_id == 1
-    assert lease.queue_outcome == "immediate"
+    assert lease.queue_outcome == "engine_queue"  # counted apart from our own queue's waits
+    assert lease.decision.reason.endswith("no free slot: sent into the engine's own queue")
     assert sched.waiting_count() == 0
     assert sched.inflight(1) == 1
 
@@ -143,6 +144,8 @@ async def test_a_waiter_joins_once_a_scrape_shows_the_slots_held_by_others(
     assert not task.done()  # our own lease holds the slot: the router's queue
     first.release(ok())
     second = await asyncio.wait_for(task, timeout=1)  # that release freed the slot at once
+    assert second.queue_outcome == "waited"
+    assert "engine's own queue" not in second.decision.reason
     clock.advance(1.0)
     targets.update(1, running=1, waiting=0, last_fast_scrape_at=clock.now())
     second.release(ok())
@@ -153,3 +156,4 @@ async def test_a_waiter_joins_once_a_scrape_shows_the_slots_held_by_others(
     await asyncio.sleep(0)
     assert third.done()
     assert third.result().target.target_id == 1
+    assert third.result().queue_outcome == "engine_queue"

@@ -7,6 +7,11 @@ from collections.abc import Sequence
 
 from pharos.policy.types import Candidate, Score, Terms, Why
 
+ENGINE_QUEUE_NOTE = "no free slot: sent into the engine's own queue"
+"""A decision to wait reaches a lease only when the scheduler sends the request into a full
+engine's own queue (sched/engine_joins.py); a request granted from our fair queue carries the
+decision made when its slot freed. Was "queued: no free slot", read as our queue."""
+
 
 def why_against_least_loaded(chosen: Terms, least_loaded: Terms) -> Why:
     """`cache` if the chosen target's cached prefix saved more than its loaded model did against
@@ -98,5 +103,5 @@ def describe(
             f"{infeasible} cold load{'s' if infeasible > 1 else ''} would evict busy models"
         )
     if enqueue:
-        parts.append("queued: no free slot")
+        parts.append(ENGINE_QUEUE_NOTE)
     return ", ".join(parts)

@@ -10,7 +10,7 @@ from collections.abc import Sequence
 from functools import partial
 
 from pharos.policy.cost import no_feasible_target
-from pharos.policy.explain import residency_word
+from pharos.policy.explain import ENGINE_QUEUE_NOTE, residency_word
 from pharos.policy.types import Candidate, Decision, PolicyConfig, RouteReq, Score, Why
 from pharos.policy.util import break_tie
 
@@ -67,4 +67,4 @@ def pick_least_load(
 
 def _reason(chosen: Candidate, utilization: float, enqueue: bool) -> str:
     reason = f"least loaded, {residency_word(chosen)}, utilization {utilization:.2f}"
-    return reason + ", queued: no free slot" if enqueue else reason
+    return f"{reason}, {ENGINE_QUEUE_NOTE}" if enqueue else reason

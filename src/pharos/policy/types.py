@@ -369,7 +369,7 @@ class Decision:
         explain: Callable[[], str],
     ) -> None:
         self.target_id: Final = target_id
-        self.enqueue: Final = enqueue  # the best target has no free slot: wait in the fair queue
+        self.enqueue: Final = enqueue  # no free slot: the fair queue, or the engine's (a join)
         self.why: Final = why
         self.scored: Final = scored  # the scores, on demand
         self.explain: Final = explain  # builds `reason` on demand

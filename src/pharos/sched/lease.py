@@ -74,6 +74,10 @@ class Lease:
 
     @property
     def queue_outcome(self) -> QueueOutcome:
+        """`engine_queue`: sent into a full engine's own queue (sched/engine_joins.py), the one
+        way a lease holds a decision to wait; `waited`: granted from our fair queue."""
+        if self.decision.enqueue:
+            return "engine_queue"
         return "waited" if self.waited else "immediate"
 
     @property

@@ -9,7 +9,7 @@ from pharos.engine.usage import Usage
 from pharos.prefix import Chain, Match, Source
 from pharos.state.view import TargetView
 
-QueueOutcome = Literal["immediate", "waited"]
+QueueOutcome = Literal["immediate", "waited", "engine_queue"]
 """The `queue` decision stage (spec §13): did the request wait in the fair queue."""
 
 
