@@ -3,7 +3,7 @@
 import pytest
 
 from pharos.cmd.main import main
-from pharos.sim import Result, Sample, verdict
+from pharos.sim import Result, Sample, format_losses_by_baseline, losses_by_baseline, verdict
 
 
 def run(policy: str, seed: int, ttfts_s: list[float], cached_tokens: int) -> Result:
@@ -60,3 +60,24 @@ def test_the_verdict_needs_cost_and_a_baseline(capsys: pytest.CaptureFixture[str
     status = main(["sim", "-s", "chat", "--policies", "sticky", "--duration", "60", "--verdict"])
     assert status == 2
     assert "--verdict needs cost and at least one baseline" in capsys.readouterr().err
+
+
+def test_each_baseline_alone_counts_the_seeds_it_beats_cost_on_each_figure() -> None:
+    # RESULTS above: seed 2 loses hit to sticky (9 of 10 cached against 5) and p50 and p95 to
+    # both (sticky 2 s, cache-aware 1 s, cost 3 s); seed 1 loses nothing to either
+    lost = losses_by_baseline(RESULTS, "cost", ["sticky", "cache-aware"])
+    assert lost == {"sticky": (1, 1, 1), "cache-aware": (0, 1, 1)}
+    assert format_losses_by_baseline(lost) == "sticky 1 / 1 / 1, cache-aware 0 / 1 / 1"
+
+
+def test_the_verdict_flag_says_which_baseline_each_loss_is_to(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["sim", "-s", "chat", "--policies", "cost,round-robin,sticky", "--seeds", "1"]
+    main([*argv, "--duration", "120", "--verdict"])
+    out = capsys.readouterr().out.splitlines()
+    alone = [line for line in out if line.startswith("seeds lost to each baseline alone")]
+    assert len(alone) == 2  # the scenario's, then the sum over every scenario
+    assert alone[0].endswith(alone[1].rsplit(": ", 1)[1])  # one scenario: the same counts
+    assert "round-robin " in alone[0] and "sticky " in alone[0]
+    assert out[-1].startswith("verdict over every scenario: cost loses ")

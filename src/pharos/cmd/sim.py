@@ -12,6 +12,8 @@ from pharos.sim import (
     BASELINES,
     SCENARIOS,
     class_table,
+    format_losses_by_baseline,
+    losses_by_baseline,
     moves,
     simulate,
     table,
@@ -109,6 +111,7 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
         err.write("pharos sim: --moves compares cost with sticky: give both in --policies\n")
         return 2
     losses = 0
+    lost_to: dict[str, tuple[int, ...]] = {}  # per baseline alone, over every scenario
     for name in names:
         scenario = SCENARIOS[name]
         if args.duration is not None:
@@ -140,6 +143,12 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
             strictly = "sticky" if scenario.engines_differ and "sticky" in baselines else None
             lines, lost = verdict(results, "cost", baselines, strictly_beats=strictly)
             losses += lost
+            alone = losses_by_baseline(results, "cost", baselines)
+            for baseline, counts in alone.items():
+                before = lost_to.get(baseline, (0,) * len(counts))
+                lost_to[baseline] = tuple(a + b for a, b in zip(before, counts, strict=True))
+            lines += "\nseeds lost to each baseline alone (hit / p50 / p95): "
+            lines += format_losses_by_baseline(alone)
             if scenario.engines_differ and strictly is None:
                 lines += "\n(its engines differ: cost against sticky is not judged, no sticky run)"
             out.write(f"verdict:\n{lines}\n\n")
@@ -151,5 +160,10 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
             path.write_text(ttft_cdf_svg(results, f"{name}: {scenario.about}"))
             out.write(f"plot: {path}\n\n")
     if args.verdict:
+        if lost_to:
+            out.write(
+                "seeds lost to each baseline alone, every scenario (hit / p50 / p95): "
+                f"{format_losses_by_baseline(lost_to)}\n"
+            )
         out.write(f"verdict over every scenario: cost loses {losses} comparisons\n")
     return 1 if losses else 0

@@ -2,7 +2,14 @@
 against simulated engines on virtual time, beside the baseline routers it must beat."""
 
 from pharos.sim.plot import ttft_cdf_svg
-from pharos.sim.report import class_table, moves, table, verdict
+from pharos.sim.report import (
+    class_table,
+    format_losses_by_baseline,
+    losses_by_baseline,
+    moves,
+    table,
+    verdict,
+)
 from pharos.sim.routers import BASELINES, PHAROS_POLICIES
 from pharos.sim.run import Result, Sample, Scenario, simulate
 from pharos.sim.scenarios import SCENARIOS
@@ -18,6 +25,8 @@ __all__ = [
     "Sample",
     "Scenario",
     "class_table",
+    "format_losses_by_baseline",
+    "losses_by_baseline",
     "moves",
     "simulate",
     "table",

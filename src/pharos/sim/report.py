@@ -149,6 +149,33 @@ def verdict(
     return "\n".join(lines), losses
 
 
+def losses_by_baseline(
+    results: Sequence[Result], policy: str, baselines: Sequence[str]
+) -> dict[str, tuple[int, ...]]:
+    """Per baseline alone, the seeds on which `policy` loses each verdict figure (hit, p50,
+    p95) to it, ties as in `verdict`. The verdict judges each figure against whichever baseline
+    is best on it, so one seed's bar can be sticky's hit ratio and cache-aware's p95: a router
+    no one runs. This says which router a loss is to."""
+    by_key = {(r.policy, r.seed): r for r in results}
+    lost: dict[str, tuple[int, ...]] = {}
+    for baseline in baselines:
+        counts = [0] * len(_VERDICT_FIGURES)
+        for (name, seed), mine in by_key.items():
+            other = by_key.get((baseline, seed))
+            if name != policy or other is None:
+                continue
+            for i, (_, figure, higher_wins, tie, _) in enumerate(_VERDICT_FIGURES):
+                ahead = (figure(mine) - figure(other)) * (1 if higher_wins else -1)
+                counts[i] += ahead < -tie
+        lost[baseline] = tuple(counts)
+    return lost
+
+
+def format_losses_by_baseline(lost: dict[str, tuple[int, ...]]) -> str:
+    """E.g. `sticky 3 / 0 / 6, cache-aware 0 / 2 / 5` (seeds lost on hit / p50 / p95)."""
+    return ", ".join(f"{b} {' / '.join(str(n) for n in counts)}" for b, counts in lost.items())
+
+
 def moved_turns(result: Result) -> list[Sample]:
     """The follow-ups served by another engine than the conversation's turn before (a
     classifier call stands alone: never a follow-up)."""
