@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml setup.py $(wildcard src/pharos/policy/*.py) $(wildcard src/pharos/sched/*.py) src/pharos/prefix/index.py src/pharos/state/view.py src/pharos/state/views.py src/pharos/prefix/_chainc.c src/pharos/prefix/_indexc.c src/pharos/proxy/_streamc.c
+$(VENV)/.installed: pyproject.toml setup.py $(wildcard src/pharos/policy/*.py) $(wildcard src/pharos/sched/*.py) src/pharos/prefix/slots.py src/pharos/prefix/index.py src/pharos/state/view.py src/pharos/state/views.py src/pharos/prefix/_chainc.c src/pharos/prefix/_indexc.c src/pharos/proxy/_streamc.c
 	@command -v $(PYTHON) >/dev/null || { echo "need $(PYTHON) (Python 3.11+)"; exit 1; }
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip

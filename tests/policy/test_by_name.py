@@ -11,7 +11,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from pharos.policy import DEFAULT_CONFIG, Candidate, PolicyConfig, RouteReq, Score, pick
-from pharos.policy.cost import fallbacks, score_candidates
+from pharos.policy.cost import score_candidates
+from pharos.policy.estimate import fallbacks
 from pharos.policy.least_load import pick_least_load
 from pharos.policy.types import CANDIDATE_FIELDS
 

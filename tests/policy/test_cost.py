@@ -7,7 +7,8 @@ import math
 import pytest
 
 from pharos.policy import DEFAULT_CONFIG, Candidate, PolicyConfig, RouteReq, Score, pick
-from pharos.policy.cost import Fallbacks, fallbacks, score_candidates
+from pharos.policy.cost import score_candidates
+from pharos.policy.estimate import Fallbacks, fallbacks
 
 REQ = RouteReq(prompt_tokens=1000, seed=0)
 

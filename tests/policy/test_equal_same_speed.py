@@ -10,7 +10,8 @@ import dataclasses
 import pytest
 
 from pharos.policy import DEFAULT_CONFIG, Candidate, RouteReq, pick
-from pharos.policy.cost import score_candidates, shared_prefill_speed
+from pharos.policy.cost import score_candidates
+from pharos.policy.estimate import shared_prefill_speed
 
 OFF = dataclasses.replace(DEFAULT_CONFIG, same_speed_band=0.0)
 

@@ -7,7 +7,8 @@ import dataclasses
 import pytest
 
 from pharos.policy import DEFAULT_CONFIG, RouteReq, pick
-from pharos.policy.cost import HOME_QUEUED_S, score_candidates
+from pharos.policy.cost import score_candidates
+from pharos.policy.estimate import HOME_QUEUED_S
 from tests.policy.candidates import cand
 
 AWAY_S = DEFAULT_CONFIG.away_s

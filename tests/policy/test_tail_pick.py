@@ -10,7 +10,7 @@ import random
 
 import pytest
 
-from pharos.policy import DEFAULT_CONFIG, Candidate, PolicyConfig, RouteReq, cost
+from pharos.policy import DEFAULT_CONFIG, Candidate, PolicyConfig, RouteReq, cost, estimate
 from pharos.policy.explain import why_against_least_loaded
 from pharos.policy.types import Terms, Why
 from pharos.policy.util import break_tie
@@ -77,8 +77,8 @@ def reference_pick(
                 least = second if best == lowest else lowest
         if least >= 0:
             pair: list[Terms] = []
-            fb = cost.fallbacks(candidates, config)
-            cost.scan(
+            fb = estimate.fallbacks(candidates, config)
+            estimate.scan(
                 request.prompt_tokens, [candidates[best], candidates[least]], fb, config, pair
             )
             why = why_against_least_loaded(pair[0], pair[1])
@@ -133,8 +133,8 @@ def test_the_fleets_reach_every_branch_the_scan_replaced() -> None:
     for _ in range(2000):  # the five seeds' fleets in number, one stream
         fleet = random_fleet(rng, rng.randint(1, 12))
         request = RouteReq(prompt_tokens=rng.choice((100, 3000, 6000)), seed=rng.randrange(1000))
-        found = cost.scan(
-            request.prompt_tokens, fleet, cost.fallbacks(fleet, DEFAULT_CONFIG), DEFAULT_CONFIG
+        found = estimate.scan(
+            request.prompt_tokens, fleet, estimate.fallbacks(fleet, DEFAULT_CONFIG), DEFAULT_CONFIG
         )
         if found.second >= 0 and found.second_est <= found.best_est + DEFAULT_CONFIG.tie_s:
             ties += 1

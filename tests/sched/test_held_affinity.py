@@ -15,7 +15,7 @@ import pytest
 from pharos.clock import FakeClock
 from pharos.policy import DEFAULT_CONFIG
 from pharos.prefix import Chain, Match, PrefixIndex
-from pharos.prefix.index import Source
+from pharos.prefix.slots import Source
 from pharos.sched import Lease, RouteRequest, Scheduler
 from pharos.sched.held_affinity import (
     AFFINITY_WINDOW_S,

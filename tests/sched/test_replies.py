@@ -1,7 +1,7 @@
 """The reply an engine generated counts as cached with the prompt it answered (spec §6)."""
 
 from pharos.prefix import Chain, Match, PrefixIndex, chain_for_chat
-from pharos.prefix.index import Source
+from pharos.prefix.slots import Source
 from pharos.sched.replies import with_reply_credited, without_reply_credit
 
 SYSTEM, ASKED, ANSWERED, NEXT = "be brief", "q" * 80, "a" * 1200, "n" * 40

@@ -14,7 +14,7 @@ from pharos.sim.scenarios import SCENARIOS
 # seed: a user's new chats on the host their previous chat ended on, without | with the home;
 # with llama-server's batch loop simulated (2026-12-07), without | with: 12 | 18 of 21,
 # 13 | 10 of 22, 12 | 13 of 25: a prompt that arrives during a decode step waits for it inside
-# the engine (up to 30 ms at 60 tok/s, two streams), over cost.HOME_QUEUED_S (then 0.02 s), so
+# the engine (up to 30 ms at 60 tok/s, two streams), over estimate.HOME_QUEUED_S (then 0.02 s), so
 # most homes counted as queued and were charged nothing. At 0.1 s: 18, 21 and 18 go home.
 SEEDS = (
     1,  # 7 of 21 | 19 of 21

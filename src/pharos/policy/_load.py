@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 PACKAGE = "pharos.policy"
-MODULES = ("types", "util", "explain", "cost", "least_load")
+MODULES = ("types", "util", "explain", "estimate", "cost", "least_load")
 COMPILED: dict[str, tuple[str, ...]] = {
     PACKAGE: MODULES,
     "pharos.sched": (
@@ -32,7 +32,7 @@ COMPILED: dict[str, tuple[str, ...]] = {
         "prefills",
         "held_affinity",
     ),
-    "pharos.prefix": ("index",),
+    "pharos.prefix": ("slots", "index"),
     "pharos.state": ("view", "views"),
 }
 """Every module setup.py compiles, by package. One mypyc group: they load all compiled or all

@@ -246,7 +246,7 @@ class PolicyConfig:
     same_speed_band: float = 0.1
     """Learned prefill speeds this close (0.1: the fastest at most 10% under the slowest) count
     as one speed for a cache-neutral request, so a new conversation goes where load says, not
-    where sampling noise does (cost.shared_prefill_speed). 0 = off. pharos sim --verdict, all
+    where sampling noise does (estimate.shared_prefill_speed). 0 = off. pharos sim --verdict, all
     scenarios, seeds 1-5: 45 comparisons lost at 0, 39 at 0.05, 39 at 0.1, 43 at 0.15, 44 at
     0.2, 53 at 0.3; 41 at 0.1 applied to every request, not only cache-neutral ones."""
     away_s: float = 0.5

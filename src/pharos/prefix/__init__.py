@@ -7,14 +7,8 @@ from pharos.prefix.chain import (
     chain_for_chat,
     chain_for_prompt,
 )
-from pharos.prefix.index import (
-    DEFAULT_CAP_ENTRIES,
-    MAX_SLOTS,
-    Match,
-    PrefixIndex,
-    Slot,
-    Source,
-)
+from pharos.prefix.index import DEFAULT_CAP_ENTRIES, PrefixIndex
+from pharos.prefix.slots import MAX_SLOTS, Match, Slot, Source
 from pharos.prefix.tools import ToolsCaching
 from pharos.prefix.wire import ExportedSlot, PrefixEntry, PrefixOp
 

@@ -1,21 +1,13 @@
 """Bounded LRU index: prefix hash -> up to 4 targets that recently served it (spec §6).
 
-Memory: OrderedDict[int, bytes] (one per shard, below); a value packs its slots as 17-byte records
-(last_used_s float64, target_id uint32, generation uint32, source uint8): measured
+Memory: OrderedDict[int, bytes] (one per shard, below), each value its targets' packed slots
+(prefix/slots.py: the 17-byte record and the slot rules): measured
 ~190 B per one-slot entry and ~240 B per four-slot entry all-in, so a full 200k
 index keeps process RSS near 75 MB (benchmarks/bench_prefix.py), under the 120 MB
 budget. No prompt text is stored, only 64-bit hashes.
 
 Times inside the index are the caller's monotonic seconds. Peers and snapshots
 carry wall-clock seconds; merge/restore/export convert with the injected clock.
-
-Slot rules, chosen so applying the same records in any order and any number of
-times gives the same memberships:
-- same target again: last_used_s = the later of the two; source = the source of
-  the later record (on a tie the first arrival keeps it); generation = the new
-  record's, which is always the target's current one.
-- a new target in a full entry replaces the least recently used slot only if it
-  is more recent than that slot; on a tie the first arrival keeps it.
 
 Shards: an index of SHARD_MIN_CAP entries or more is SHARDS LRUs chosen by the hash's low
 bits (SHA-256 bits: uniform), each capped at cap/SHARDS. One OrderedDict of 200k entries
@@ -29,111 +21,35 @@ copying one per step: a 3,125-entry shard's copy took 0.9-1.1 ms of CPU on a loa
 
 from __future__ import annotations
 
-import enum
-import math
 from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Final, final
 
 from pharos.clock import Clock, SystemClock
 from pharos.prefix.chain import Chain
 from pharos.prefix.export import DONE, SLOT, U32, ShardCopy, copy_shard, export_entries
-from pharos.prefix.links import Runs, scan, touch
+from pharos.prefix.links import Runs, scan
+from pharos.prefix.slots import (
+    LOCAL,
+    LOCAL_CODE,
+    SOURCE_CODE,
+    SOURCES,
+    Match,
+    Slot,
+    Source,
+    local_time,
+    touch_chain,
+    with_slot,
+)
 from pharos.prefix.tools import ToolsCaching
 from pharos.prefix.wire import PrefixEntry, PrefixOp
 
-MAX_SLOTS = 4
 DEFAULT_CAP_ENTRIES = 200_000
 SHARDS = 64
 SHARD_MIN_CAP = 65_536
 """Below this an index is one LRU (exact LRU order; every small-cap test relies on it)."""
 
 _SLOT = SLOT
-_SLOT_BYTES = SLOT.size
 _U32 = U32
-
-
-class Source(enum.Enum):
-    """How a slot's newest record arrived; only used to measure prediction accuracy per source."""
-
-    LOCAL = "local"
-    PEER = "peer"
-    RESTORED = "restored"
-
-
-_SOURCES: tuple[Source, ...] = (Source.LOCAL, Source.PEER, Source.RESTORED)
-_SOURCE_CODE = {source: code for code, source in enumerate(_SOURCES)}
-_LOCAL = Source.LOCAL
-_LOCAL_CODE = _SOURCE_CODE[_LOCAL]
-"""Every reply's record is LOCAL: tested by identity before the dict, whose key hash is Enum's
-Python-level __hash__ (a Python call in each record)."""
-
-
-@final
-class Match:
-    """A slotted class with Final attributes, not a frozen dataclass (policy.RouteReq's reason):
-    the dataclass's __init__ ran interpreted through object.__setattr__, ~7k instructions each
-    (callgrind), 2 an acquire in bench_sched; compiled with the index this is a C struct."""
-
-    __slots__ = ("matched_bytes", "source")
-
-    def __init__(self, matched_bytes: int, source: Source) -> None:
-        self.matched_bytes: Final = matched_bytes
-        self.source: Final = source
-
-    def __eq__(self, other: object) -> bool:
-        return (
-            isinstance(other, Match)
-            and self.matched_bytes == other.matched_bytes
-            and self.source is other.source
-        )
-
-    def __hash__(self) -> int:
-        return hash((self.matched_bytes, self.source))
-
-    def __repr__(self) -> str:
-        return f"Match(matched_bytes={self.matched_bytes!r}, source={self.source!r})"
-
-
-@dataclass(frozen=True, slots=True)
-class Slot:
-    target_id: int
-    generation: int  # low 32 bits of the target's generation
-    last_used_s: float
-    source: Source
-
-
-def _with_slot(
-    packed: bytes, target_id: int, generation: int, last_used_s: float, source: int
-) -> bytes:
-    """The entry `packed` after one record; returns `packed` itself when nothing changed."""
-    size = _SLOT_BYTES
-    count = 0
-    for old_used_s, old_target, old_generation, old_source in _SLOT.iter_unpack(packed):
-        if old_target == target_id:
-            if last_used_s <= old_used_s:
-                if old_generation == generation:
-                    return packed
-                last_used_s, source = old_used_s, old_source
-            at = count * size
-            new_slot = _SLOT.pack(last_used_s, target_id, generation, source)
-            return packed[:at] + new_slot + packed[at + size :]
-        count += 1
-    if count < MAX_SLOTS:
-        return packed + _SLOT.pack(last_used_s, target_id, generation, source)
-    victim = 0
-    victim_used_s = _SLOT.unpack_from(packed, 0)[0]
-    for i in range(1, count):
-        used_s = _SLOT.unpack_from(packed, i * size)[0]
-        if used_s <= victim_used_s:  # `<=`: among ties the latest arrival goes
-            victim, victim_used_s = i, used_s
-    if last_used_s <= victim_used_s:
-        return packed
-    at = victim * size
-    return (
-        packed[:at] + packed[at + size :] + _SLOT.pack(last_used_s, target_id, generation, source)
-    )
 
 
 class PrefixIndex:
@@ -201,7 +117,7 @@ class PrefixIndex:
         if packed is None:
             return ()
         return tuple(
-            Slot(target_id, generation, used_s, _SOURCES[source])
+            Slot(target_id, generation, used_s, SOURCES[source])
             for used_s, target_id, generation, source in _SLOT.iter_unpack(packed)
         )
 
@@ -244,7 +160,7 @@ class PrefixIndex:
                 matched = chain.cum_bytes[i]
                 if chain.tools_bytes:
                     matched = self._tools.matched_bytes(target_id, chain, matched)
-                found[target_id] = Match(matched, _SOURCES[source])
+                found[target_id] = Match(matched, SOURCES[source])
                 if stop_after is not None and len(found) >= stop_after:
                     return found
 
@@ -259,7 +175,7 @@ class PrefixIndex:
         """Add the target to every link of the chain (call on success only, spec §6 Record)."""
         if not 0 <= target_id <= _U32:
             raise ValueError(f"target_id must fit in 32 bits, got {target_id}")
-        code = _LOCAL_CODE if source is _LOCAL else _SOURCE_CODE[source]
+        code = LOCAL_CODE if source is LOCAL else SOURCE_CODE[source]
         self._record(chain.hashes, target_id, generation & _U32, now_s, code)
 
     def observe_cached(
@@ -285,7 +201,7 @@ class PrefixIndex:
         """
         now_s = self._clock.now()
         wall_to_local_s = now_s - self._clock.time()
-        peer = _SOURCE_CODE[Source.PEER]
+        peer = SOURCE_CODE[Source.PEER]
         for op in ops:
             target_id = self._known(target_id_of(op.target_key))
             if target_id is None:
@@ -296,7 +212,7 @@ class PrefixIndex:
             generation = generation_of(target_id)
             if generation is None:
                 continue
-            used_s = _local_time(op.last_used_s, wall_to_local_s, now_s)
+            used_s = local_time(op.last_used_s, wall_to_local_s, now_s)
             self._record(op.hashes, target_id, generation & _U32, used_s, peer)
 
     def export(
@@ -380,7 +296,7 @@ class PrefixIndex:
         """
         now_s = self._clock.now()
         wall_to_local_s = now_s - self._clock.time()
-        restored = _SOURCE_CODE[Source.RESTORED]
+        restored = SOURCE_CODE[Source.RESTORED]
         targets: dict[str, tuple[int, int] | None] = {}  # key -> (target_id, generation)
         for entry in reversed(entries):
             for slot in entry.slots:
@@ -391,7 +307,7 @@ class PrefixIndex:
                     targets[slot.target_key] = target
                 if target is None:
                     continue
-                used_s = _local_time(slot.last_used_s, wall_to_local_s, now_s)
+                used_s = local_time(slot.last_used_s, wall_to_local_s, now_s)
                 self._record((entry.hash,), target[0], target[1], used_s, restored)
 
     def _target(
@@ -420,7 +336,7 @@ class PrefixIndex:
         cap = self._shard_cap
         exports = self._exports
         if not exports and len(hashes) > 1:
-            _touch_chain(
+            touch_chain(
                 shards,
                 self._moves,
                 mask,
@@ -449,7 +365,7 @@ class PrefixIndex:
                     entries.popitem(last=False)
                 entries[hash_] = _SLOT.pack(used_s, target_id, generation, source)
                 continue
-            updated = _with_slot(packed, target_id, generation, used_s, source)
+            updated = with_slot(packed, target_id, generation, used_s, source)
             if updated is not packed:
                 entries[hash_] = updated
             entries.move_to_end(hash_)
@@ -471,32 +387,3 @@ class PrefixIndex:
                 del entries[hash_]
             else:
                 entries[hash_] = b"".join(_SLOT.pack(*slot) for slot in kept)
-
-
-def _touch_chain(
-    shards: tuple[OrderedDict[int, bytes], ...],
-    moves: tuple[Callable[[int], None], ...],
-    mask: int,
-    cap: int,
-    hashes: Sequence[int],
-    target_id: int,
-    generation: int,
-    used_s: float,
-    source: int,
-    runs: Runs,
-) -> None:
-    """links.touch with this record's update. A function of its own: a closure inside _record
-    made its arguments cells there, on every call (restore: +15% instructions)."""
-
-    def update(packed: bytes) -> bytes:
-        return _with_slot(packed, target_id, generation, used_s, source)
-
-    fresh = _SLOT.pack(used_s, target_id, generation, source)
-    touch(shards, moves, mask, cap, hashes, fresh, update, runs)
-
-
-def _local_time(wall_s: float, wall_to_local_s: float, now_s: float) -> float:
-    """A peer's wall-clock time on this process's monotonic clock, never in the future."""
-    if not math.isfinite(wall_s):
-        return now_s
-    return min(wall_s + wall_to_local_s, now_s)

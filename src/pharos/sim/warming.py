@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pharos.clock import Clock
 from pharos.engine.types import Residency
 from pharos.policy import DEFAULT_CONFIG, Candidate, PolicyConfig
-from pharos.policy.cost import fallbacks
+from pharos.policy.estimate import fallbacks
 from pharos.sched.candidates import FitsIfCold, build_candidates, usable_views
 from pharos.sched.lease import Lease
 from pharos.sched.scheduler import DEFAULT_CAPACITY, Scheduler
