@@ -145,3 +145,17 @@ def test_the_compiled_target_view_still_copies_with_dataclasses_replace() -> Non
     assert down != view
     with pytest.raises(dataclasses.FrozenInstanceError):
         view.up = False  # type: ignore[misc]
+
+
+def test_every_module_setup_py_compiles_is_one_the_loader_knows() -> None:
+    # a compiled module the loader doesn't list loads compiled under PHAROS_PURE_PYTHON=1 beside
+    # a source scheduler, and its stale source goes unnoticed (engine_joins and leases_on did)
+    setup_py = (POLICY_DIR.parents[2] / "setup.py").read_text()
+    listed = setup_py.split("COMPILED = [", 1)[1].split("]", 1)[0]
+    compiled = {
+        line.strip().strip('",').removeprefix("src/").removesuffix(".py").replace("/", ".")
+        for line in listed.splitlines()
+        if line.strip().startswith('"src/')
+    }
+    known = {f"{package}.{name}" for package, names in _load.COMPILED.items() for name in names}
+    assert compiled == known

@@ -31,6 +31,8 @@ COMPILED: dict[str, tuple[str, ...]] = {
         "fairqueue",
         "prefills",
         "held_affinity",
+        "engine_joins",
+        "leases_on",
     ),
     "pharos.prefix": ("slots", "index"),
     "pharos.state": ("view", "views"),
