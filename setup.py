@@ -40,6 +40,7 @@ COMPILED = [
     "src/pharos/sched/held_affinity.py",
     "src/pharos/sched/engine_joins.py",
     "src/pharos/sched/leases_on.py",
+    "src/pharos/sched/reply_learner.py",
     "src/pharos/prefix/slots.py",
     "src/pharos/prefix/index.py",
     "src/pharos/state/view.py",

@@ -8,7 +8,7 @@ from pharos.clock import FakeClock
 from pharos.prefix import chain_for_prompt
 from pharos.sched import Feedback, RouteRequest, Scheduler
 from pharos.sched.learning import Dispatch, engine_queued_sample
-from pharos.sched.scheduler import ENGINE_QUEUED_HALF_LIFE_S
+from pharos.sched.reply_learner import ENGINE_QUEUED_HALF_LIFE_S
 from pharos.state.stats import ewma
 from tests.sched.fakes import FakeTargets, make_view, ok
 

@@ -33,6 +33,7 @@ COMPILED: dict[str, tuple[str, ...]] = {
         "held_affinity",
         "engine_joins",
         "leases_on",
+        "reply_learner",
     ),
     "pharos.prefix": ("slots", "index"),
     "pharos.state": ("view", "views"),

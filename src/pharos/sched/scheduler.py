@@ -7,7 +7,6 @@ between them), which the event loop makes atomic.
 from __future__ import annotations
 
 import asyncio
-from collections import deque
 from collections.abc import Callable, Sequence
 
 from pharos.clock import Clock
@@ -25,16 +24,10 @@ from pharos.sched.engine_joins import EngineQueueJoins
 from pharos.sched.fairqueue import FairQueue, Waiter
 from pharos.sched.gauges import Gauges, PeerGauges
 from pharos.sched.held_affinity import KeyHomes, is_new_conversation
-from pharos.sched.learning import (
-    PrefixAction,
-    engine_queued_sample,
-    predicted_tokens,
-    prefix_action,
-    samples_from,
-)
 from pharos.sched.lease import Lease
 from pharos.sched.prefills import PrefillsInFlight, prefill_estimate_s
-from pharos.sched.replies import with_reply_credited, without_reply_credit
+from pharos.sched.replies import with_reply_credited
+from pharos.sched.reply_learner import ReplyLearner
 from pharos.sched.types import (
     Feedback,
     NeverFits,
@@ -46,7 +39,6 @@ from pharos.sched.types import (
     Unavailable,
     UnknownModel,
 )
-from pharos.state.stats import ewma
 from pharos.state.view import TargetView
 
 BYTES_PER_GIB = 1024**3  # memory_gb counts GiB
@@ -66,7 +58,6 @@ message). With one key for many people (`make scenario`'s anonymous key, one Ope
 people's turns come within SIDE_CALL_GAP_S of a reply: real-equal, seeds 1-20, 1,495 of 4,101
 turns were judged side calls, charged for an idle engine's slots (8.16 s at seed 1, 162.8 s),
 and queued for the busy one (docs/routing-log.md, "A shared key's turns are no side calls")."""
-ENGINE_QUEUED_HALF_LIFE_S = 30.0
 _TIMER_SLACK_S = 0.01  # the loop's timer may fire a hair before the clock reaches the bound
 
 
@@ -124,20 +115,13 @@ class Scheduler:
         self._queue_wait_s = queue_wait_s
         self._next_expiry: float | None = None  # earliest time a waiter's bound passes
         self._default_capacity = default_capacity
-        self._on_prefix_op = on_prefix_op
         self._local: dict[int, int] = {}  # target id -> our leases
         self._keys: dict[int, str] = {}  # target id -> target key, for export
-        self._last_reply_end: dict[int, float] = {}
-        self._finished: dict[int, deque[tuple[float, int, int]]] = {}  # per target and slot
-        self._reply_end_of_key: dict[str, float] = {}
         self._homes = KeyHomes()
-        self._engine_queued: dict[int, tuple[float, float]] = {}  # target -> (EWMA, sampled at)
+        self._replies = ReplyLearner(targets, prefix, clock, self._homes, on_prefix_op)
         self._candidates: dict[str, list[Candidate]] = {}  # per model: the last pick's, reused
         self._peers = PeerGauges()
         self._prefills = PrefillsInFlight()
-        # per lease sent while prefills of ours ran on its target: how long they were expected
-        # to go on (learning.engine_queued_sample); popped at release
-        self._ours_ahead: dict[Lease, float] = {}
         self._joins = EngineQueueJoins()
         self._queue: FairQueue[RouteRequest] = FairQueue()
         self._serving = False
@@ -195,7 +179,7 @@ class Scheduler:
         return granted
 
     def _is_side_call(self, key: str, sent_at: float, request: RouteRequest) -> bool:
-        ended_at = self._reply_end_of_key.get(key)
+        ended_at = self._replies.reply_end_of_key.get(key)
         if ended_at is None or sent_at - ended_at >= SIDE_CALL_GAP_S:
             return False
         chain = request.chain
@@ -247,26 +231,27 @@ class Scheduler:
             peer_inflight = peers.inflight_by_key(now)
         if queued_since is not None:
             router_waiting -= 1
+        replies = self._replies
         fits_of = FitsIfCold(
             self._targets.targets_of_backend,
             now,
             local_inflight=self._local,
             peer_inflight=peer_inflight,
-            last_reply_end=self._last_reply_end,
+            last_reply_end=replies.last_reply_end,
         )
         candidates, any_free = build_candidates(
             usable,
             local_inflight=self._local,
             peer_inflight=peer_inflight,
-            last_reply_end=self._last_reply_end,
+            last_reply_end=replies.last_reply_end,
             router_waiting=router_waiting,
             matches=matches,
             default_capacity=self._default_capacity,
             fits_of=fits_of,
             prompt_tokens=request.prompt_tokens,
-            recent=self._finished if side_call else None,
+            recent=replies.finished if side_call else None,
             now=now,
-            engine_queued=self._engine_queued_now(now) if self._engine_queued else None,
+            engine_queued=replies.engine_queued_now(now),
             free_fit_of=fits_of,
             prefills=None if side_call else self._prefills,
             previous=self._candidates.get(request.model),
@@ -307,7 +292,7 @@ class Scheduler:
             self._homes.opened(lease, view.target_id)
         ours_ahead_s = self._prefills.running_for_s(view.target_id, now)
         if ours_ahead_s > 0:
-            self._ours_ahead[lease] = ours_ahead_s
+            replies.sent(lease, ours_ahead_s)
         if decision.enqueue:
             return lease, True  # it waits in the engine's queue: no prefill of ours runs yet
         self._prefills.start(
@@ -339,18 +324,8 @@ class Scheduler:
             return False  # a lease of ours holds a slot: its release frees one we see at once
         if self._peers.reporting and self._peers.inflight(view.key, now) > 0:
             return False  # a peer's lease may hold one: its report comes within 200 ms
-        ended_at = self._last_reply_end.get(target_id)
+        ended_at = self._replies.last_reply_end.get(target_id)
         return ended_at is None or (scraped_at is not None and ended_at < scraped_at)
-
-    def _engine_queued_now(self, now: float) -> dict[int, float]:
-        """Each target's engine-side wait, halved every ENGINE_QUEUED_HALF_LIFE_S since its
-        last sample: a target avoided for it teaches nothing new, and the traffic moves on."""
-        if not self._engine_queued:
-            return {}
-        return {
-            tid: value * 0.5 ** ((now - at) / ENGINE_QUEUED_HALF_LIFE_S)
-            for tid, (value, at) in self._engine_queued.items()
-        }
 
     # ---- the queue ------------------------------------------------------------------------
 
@@ -419,14 +394,14 @@ class Scheduler:
                 blocked.add(waiter.model)
         return False
 
-    # ---- release and learning -------------------------------------------------------------
+    # ---- release ------------------------------------------------------------------------
 
     def _release(self, lease: Lease, feedback: Feedback, used: bool) -> int | None:
-        """Returns the prediction the reply was judged by (the lease's `prefix` stage)."""
+        """Frees the slot, has the reply learned from (sched/reply_learner.py) and serves the
+        queue. Returns the prediction the reply was judged by (the lease's `prefix` stage)."""
         target_id = lease.target.target_id
         self._prefills.finish(target_id, lease)
         self._joins.released(lease)
-        ours_ahead_s = self._ours_ahead.pop(lease, 0.0) if self._ours_ahead else 0.0
         if not lease.side_call and lease.client_key:
             self._homes.left(lease.client_key)
         self._homes.closed(lease)
@@ -436,96 +411,10 @@ class Scheduler:
         else:
             self._local.pop(target_id, None)
         try:
-            if used:
-                now = self._clock.now()
-                self._last_reply_end[target_id] = now
-                if lease.client_key:
-                    self._reply_end_of_key[lease.client_key] = now
-                if feedback.succeeded:
-                    self._remember_slot(lease, now)
-                    self._home_ended(lease, target_id, now)
-                return self._learn(lease, feedback, now, ours_ahead_s)
-            return None
+            return self._replies.released(lease, feedback, used)
         finally:
             if self._serving or len(self._queue):
                 self._serve()
-
-    def _home_ended(self, lease: Lease, target_id: int, now: float) -> None:
-        """A person's chat replied on the target: where the key's next new chat goes home."""
-        chain = lease.request.chain
-        if chain is None or not lease.client_key or lease.side_call or lease.request.control:
-            return
-        self._homes.ended(lease.client_key, chain, target_id, now)
-
-    def _remember_slot(self, lease: Lease, now: float) -> None:
-        """The prompt now sits in a slot of the target (per-slot engines): a fresh prompt
-        routed there would push out the oldest of these (build_candidates' evicts). A side
-        call's slot is not kept; it took the oldest one when every slot was accounted for."""
-        chain = lease.request.chain
-        if chain is None or not chain.hashes:
-            return
-        target_id = lease.target.target_id
-        finished = self._finished.get(target_id)
-        if lease.side_call:
-            if finished and len(finished) == finished.maxlen:
-                finished.popleft()
-            return
-        links = set(chain.hashes)
-        kept = [entry for entry in finished or () if entry[2] not in links]  # same chat: 1 slot
-        finished = self._finished[target_id] = deque(kept, maxlen=lease.candidate.capacity)
-        finished.append((now, lease.request.prompt_tokens, chain.hashes[-1]))
-
-    def _learn(
-        self, lease: Lease, feedback: Feedback, now: float, ours_ahead_s: float = 0.0
-    ) -> int | None:
-        """`now`: when the reply ended (the release's one clock read); `ours_ahead_s`: our
-        prefills expected still to run on its target when the lease was granted."""
-        request = lease.request
-        target_id = lease.target.target_id
-        if request.control:
-            return None
-        samples = samples_from(feedback, lease.dispatch, control=False)
-        queued_s = engine_queued_sample(feedback, lease.dispatch, ours_ahead_s)
-        if queued_s is not None:
-            before = self._engine_queued_now(now).get(target_id)
-            self._engine_queued[target_id] = (ewma(before, queued_s), now)
-        if not samples.empty:
-            self._targets.observe(
-                target_id,
-                prefill_s_per_token=samples.prefill_s_per_token,
-                load_s=samples.load_s,
-                service_s=samples.service_s,
-            )
-        if feedback.succeeded:
-            self._targets.reply_succeeded(target_id, now)
-        chain = request.chain
-        if chain is None or not chain.hashes:
-            return None
-        judged_tokens = lease.predicted_tokens
-        if lease.predicted is not None:  # tools counted or not, per target (prefix/tools.py)
-            recorded_bytes = without_reply_credit(lease.predicted.matched_bytes, chain)
-            judged_tokens = predicted_tokens(
-                self._prefix.observe_cached(
-                    chain, target_id, recorded_bytes, feedback.cached_tokens
-                )
-            )
-        action = prefix_action(feedback, judged_tokens)
-        if action is PrefixAction.RECORD:
-            self._prefix.record(chain, target_id, lease.target.generation, now)
-        elif action is PrefixAction.CORRECT:
-            self._prefix.correct(chain, target_id)
-        else:
-            return judged_tokens
-        if self._on_prefix_op is not None:
-            self._on_prefix_op(
-                PrefixOp(
-                    target_key=lease.target.key,
-                    hashes=list(chain.hashes),
-                    last_used_s=self._clock.time(),
-                    remove=action is PrefixAction.CORRECT,
-                )
-            )
-        return judged_tokens
 
     # ---- peers and introspection ----------------------------------------------------------
 
