@@ -8,6 +8,7 @@ and gets no home.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 
 import pytest
@@ -261,3 +262,72 @@ async def test_a_shared_keys_new_chat_goes_where_fewer_of_the_live_chats_are(
     chat = await sched.acquire("team", 1, RouteRequest("m", 600, fresh(5), 5))
     assert chat.target.target_id == chosen
     bob.release(ok())
+
+
+def test_a_key_is_one_persons_until_it_is_shared_or_sends_side_calls() -> None:
+    homes = KeyHomes()
+    assert homes.one_person("alice") is True
+    homes.started("team")
+    homes.started("team")
+    homes.side_call_from("webui")
+    assert (homes.one_person("team"), homes.one_person("webui")) == (False, False)
+
+
+def long_system_chat(first_user: int) -> Chain:
+    """A chat whose system prompt (4,000 bytes, ~1,000 tokens) is most of its first turn."""
+    return Chain((SYSTEM, first_user * 100), (4000, 4400))
+
+
+async def _system_prompt_on_a_full_target(
+    sched: Scheduler, clock: FakeClock
+) -> tuple[int, list[Lease]]:
+    """Alice's chat leaves the system prompt cached on one target, then two fresh chats that
+    may only go there hold both its slots. Returns that target and their leases."""
+    first = await sched.acquire("alice", 1, RouteRequest("m", 1100, long_system_chat(1), 1))
+    clock.advance(2.0)
+    first.release(ok(prompt_tokens=1100, cached_tokens=0))
+    held = first.target.target_id
+    excluded = frozenset({3 - held})
+    holders = [
+        await sched.acquire(f"holder{n}", 1, RouteRequest("m", 600, fresh(n), n, excluded))
+        for n in (5, 6)
+    ]
+    assert {lease.target.target_id for lease in holders} == {held}
+    return held, holders
+
+
+# the key's new chat (its first turn ~1,100 tokens, ~1,000 of them the system prompt cached on
+# the full target): where it goes
+NEW_CHAT_CASES = [
+    ("carol", False, "idle"),  # one person's: its system prompt is no rework
+    ("team", True, "held"),  # a key many people share: charged as before, it waits
+]
+
+
+@pytest.mark.parametrize(("key", "shared", "where"), NEW_CHAT_CASES)
+async def test_only_a_persons_new_chat_leaves_the_full_target_holding_its_system_prompt(
+    targets: FakeTargets, clock: FakeClock, key: str, shared: bool, where: str
+) -> None:
+    """Chat seed 12: the six users' first chats all queued for the engine holding the system
+    prompt (8.7 s at most) while the other idled: its copy was charged as a conversation's
+    rework (3.5x its prefill). A shared key keeps the charge: `pharos sim`, seeds 1-20, tie
+    streams 0-3, real-bypass lost more without it."""
+    targets.add(make_view(1))
+    targets.add(make_view(2))
+    sched = _sched(targets, clock, DEFAULT_CONFIG.away_s)
+    held, holders = await _system_prompt_on_a_full_target(sched, clock)
+    if shared:  # two of its requests in flight at once
+        both = [await sched.acquire(key, 1, RouteRequest("m", 600, fresh(n), n)) for n in (7, 8)]
+        for lease in both:
+            lease.release(ok())
+    new_chat = asyncio.ensure_future(
+        sched.acquire(key, 1, RouteRequest("m", 1100, long_system_chat(3), 3))
+    )
+    await asyncio.sleep(0)
+    if where == "idle":
+        assert new_chat.done() and new_chat.result().target.target_id == 3 - held
+    else:
+        assert not new_chat.done()  # queued for the held target's next free slot
+        holders[0].release(ok())
+        await asyncio.sleep(0)
+        assert new_chat.done() and new_chat.result().target.target_id == held

@@ -30,6 +30,7 @@ def score_candidates(
         terms,
         request.home_target_id,
         request.conversations,
+        request.new_conversation,
     )
     return tuple([t.score() for t in terms])
 
@@ -46,6 +47,7 @@ def _scores_of(
         terms,
         request.home_target_id,
         request.conversations,
+        request.new_conversation,
     )
     return tuple([t.score() for t in terms])
 
@@ -110,6 +112,7 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
         None,
         request.home_target_id,
         request.conversations,
+        request.new_conversation,
     )
     if found.feasible == 0:
         return no_feasible_target(
@@ -163,6 +166,7 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
                 pair,
                 request.home_target_id,
                 request.conversations,
+                request.new_conversation,
             )
             why = why_against_least_loaded(pair[0], pair[1])
         else:

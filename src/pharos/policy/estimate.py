@@ -197,6 +197,7 @@ def scan(
     keep: list[Terms] | None = None,
     home: int = -1,
     conversations: dict[int, int] | None = None,
+    new_conversation: bool = False,
 ) -> Scan:
     """One loop over the candidates, the routing hot path: scalars only, unless `keep` asks for
     every candidate's Terms too (the status page, explain, tests). The one place the terms are
@@ -217,7 +218,10 @@ def scan(
     replica_room = -1
     warm_free = False
     feasible_count = 0
-    rework_weight = config.rework_weight
+    # a person's new conversation: what another candidate holds of it is at most its first
+    # message, a system prompt prefilled once for every later chat, not a conversation's
+    # re-prefill (RouteReq.new_conversation); its own prefill is in the prefill term
+    rework_weight = 0.0 if new_conversation else config.rework_weight
     evict_weight = config.evict_weight
     # no charge unless the home is a candidate (it may not serve this model, or be excluded
     # on a retry): charging every target alike would only inflate the estimates

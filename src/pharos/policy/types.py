@@ -18,7 +18,7 @@ class RouteReq:
     struct, where the dataclass's generated __init__ ran interpreted, one object.__setattr__ per
     field (timeit, compiled: 281 -> 69 ns positional, 400 -> 233 ns by keyword)."""
 
-    __slots__ = ("conversations", "home_target_id", "prompt_tokens", "seed")
+    __slots__ = ("conversations", "home_target_id", "new_conversation", "prompt_tokens", "seed")
 
     def __init__(
         self,
@@ -26,6 +26,7 @@ class RouteReq:
         seed: int,
         home_target_id: int = -1,
         conversations: dict[int, int] | None = None,
+        new_conversation: bool = False,
     ) -> None:
         self.prompt_tokens: Final = prompt_tokens  # estimated: request text bytes / 4
         self.seed: Final = seed  # random per request; breaks exact ties so requests don't herd
@@ -37,6 +38,13 @@ class RouteReq:
         target id (a reply ended there within SPREAD_WINDOW_S, or a first turn in flight; a
         target not in it has none), each charged PolicyConfig.spread_s per slot. None: no
         charge (sched/held_affinity.py)."""
+        self.new_conversation: Final = new_conversation
+        """One person's new conversation (no target holds more than its first message; the key
+        neither shared nor sending side calls: KeyHomes.one_person): no rework is charged, since
+        the first message another target holds is the app's system prompt, prefilled once there
+        for every later chat. With the charge, chat seed 12's six first chats all queued for the
+        engine that had served the first (8.7 s at most) while the other idled. A shared key
+        keeps it (real-bypass lost 19 -> 25 comparisons without it, tie stream 0)."""
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -45,6 +53,7 @@ class RouteReq:
             and self.seed == other.seed
             and self.home_target_id == other.home_target_id
             and self.conversations == other.conversations
+            and self.new_conversation == other.new_conversation
         )
 
     def __hash__(self) -> int:  # conversations left out: a dict; equal requests still hash alike
@@ -53,7 +62,8 @@ class RouteReq:
     def __repr__(self) -> str:
         return (
             f"RouteReq(prompt_tokens={self.prompt_tokens!r}, seed={self.seed!r}, "
-            f"home_target_id={self.home_target_id!r}, conversations={self.conversations!r})"
+            f"home_target_id={self.home_target_id!r}, conversations={self.conversations!r}, "
+            f"new_conversation={self.new_conversation!r})"
         )
 
 

@@ -75,6 +75,10 @@ class KeyHomes:
         scenario`'s anonymous key, or a gateway's, carries several people."""
         return key in self._shared
 
+    def one_person(self, key: str) -> bool:
+        """`key` is one person's as far as we know: never shared, never a side caller."""
+        return key not in self._shared and key not in self._side_callers
+
     def opened(self, lease: object, target_id: int) -> None:
         """A shared key's new conversation went to `target_id` (its first turn, in flight)."""
         self._opening.add(lease, target_id)

@@ -215,14 +215,17 @@ class Scheduler:
         chain = request.chain
         home = -1
         conversations: dict[int, int] | None = None
+        new_conversation = False
         if chain is not None and chain.hashes:
             matches = with_reply_credited(
                 self._prefix.lookup(chain, Generations(usable), len(usable)), chain
             )
-            if not side_call and len(self._homes) and is_new_conversation(chain, matches):
-                home = self._homes.home_of(key, now)
-                if home < 0 and self._homes.shared(key):
-                    conversations = self._homes.conversations(now)
+            if not side_call and is_new_conversation(chain, matches):
+                new_conversation = self._homes.one_person(key)
+                if len(self._homes):
+                    home = self._homes.home_of(key, now)
+                    if home < 0 and self._homes.shared(key):
+                        conversations = self._homes.conversations(now)
         router_waiting = self._queue.waiting_for(request.model)
         peers = self._peers
         peer_inflight: dict[str, int] = {}
@@ -259,7 +262,7 @@ class Scheduler:
         self._candidates[request.model] = candidates
         decision = self._pick(
             # positional: 69 ns, keyword 233
-            RouteReq(request.prompt_tokens, request.seed, home, conversations),
+            RouteReq(request.prompt_tokens, request.seed, home, conversations, new_conversation),
             candidates,
             self._policy_config,
         )
