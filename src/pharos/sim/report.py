@@ -80,6 +80,17 @@ def _turn_key(sample: Sample) -> tuple[str, int, int, str]:
     return (sample.user, sample.session_index, sample.turn_index, sample.klass)
 
 
+def _loses(
+    mine: Result,
+    other: Result,
+    figure: Callable[[Result], float],
+    higher_wins: bool,
+    tie: float,
+) -> bool:
+    """Whether `mine` is worse than `other` on `figure` by more than a tie."""
+    return (figure(mine) - figure(other)) * (1 if higher_wins else -1) < -tie
+
+
 def same_turns_hit_percent(mine: Result, other: Result) -> tuple[float, float, int]:
     """Both runs' hit ratio over only the turns both served, and how many. Runs of one
     scenario and seed serve the same turns (run.planned_turns), so this equals the runs' own
@@ -121,8 +132,7 @@ def verdict(
         cells: list[str] = []
         for name, figure, higher_wins, tie, shown in _VERDICT_FIGURES:
             best = (max if higher_wins else min)(others, key=figure)
-            ahead = (figure(mine) - figure(best)) * (1 if higher_wins else -1)
-            lost = ahead < -tie
+            lost = _loses(mine, best, figure, higher_wins, tie)
             losses += lost
             compared += 1
             mark = "LOSES" if lost else "holds"
@@ -165,8 +175,7 @@ def losses_by_baseline(
             if name != policy or other is None:
                 continue
             for i, (_, figure, higher_wins, tie, _) in enumerate(_VERDICT_FIGURES):
-                ahead = (figure(mine) - figure(other)) * (1 if higher_wins else -1)
-                counts[i] += ahead < -tie
+                counts[i] += _loses(mine, other, figure, higher_wins, tie)
         lost[baseline] = tuple(counts)
     return lost
 
