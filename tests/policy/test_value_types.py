@@ -50,9 +50,10 @@ def test_a_route_request_is_a_value_built_by_position_or_keyword() -> None:
     assert request != RouteReq(1200, 7, -1, {1: 2})  # so do live conversations to spread over
     assert RouteReq(1200, 7, -1, {1: 2}) == RouteReq(1200, 7, conversations={1: 2})
     assert request != RouteReq(1200, 7, new_conversation=True)  # and a person's new chat
+    assert request != RouteReq(1200, 7, first_chat=True)  # and their first
     assert repr(request) == (
         "RouteReq(prompt_tokens=1200, seed=7, home_target_id=-1, conversations=None, "
-        "new_conversation=False)"
+        "new_conversation=False, first_chat=False)"
     )
 
 

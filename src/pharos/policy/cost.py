@@ -31,6 +31,7 @@ def score_candidates(
         request.home_target_id,
         request.conversations,
         request.new_conversation,
+        request.first_chat,
     )
     return tuple([t.score() for t in terms])
 
@@ -48,6 +49,7 @@ def _scores_of(
         request.home_target_id,
         request.conversations,
         request.new_conversation,
+        request.first_chat,
     )
     return tuple([t.score() for t in terms])
 
@@ -113,6 +115,7 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
         request.home_target_id,
         request.conversations,
         request.new_conversation,
+        request.first_chat,
     )
     if found.feasible == 0:
         return no_feasible_target(
@@ -167,6 +170,7 @@ def pick(request: RouteReq, sequence: Sequence[Candidate], config: PolicyConfig)
                 request.home_target_id,
                 request.conversations,
                 request.new_conversation,
+                request.first_chat,
             )
             why = why_against_least_loaded(pair[0], pair[1])
         else:

@@ -8,7 +8,8 @@ candidate holds that this one would prefill again, times config.rework_weight) (
 recent conversation's prefix this prompt would push out of its slot, times config.evict_weight)
 (+ away: config.away_s on every target but a new conversation's key home)
 (+ spread: config.spread_s per conversation live on the target, per slot, for a new
-conversation of a key many people share).
+conversation of a key many people share; config.person_s per person on it, per slot, for a
+person's first chat).
 Pure: no I/O, no clock.
 """
 
@@ -198,6 +199,7 @@ def scan(
     home: int = -1,
     conversations: dict[int, int] | None = None,
     new_conversation: bool = False,
+    first_chat: bool = False,
 ) -> Scan:
     """One loop over the candidates, the routing hot path: scalars only, unless `keep` asks for
     every candidate's Terms too (the status page, explain, tests). The one place the terms are
@@ -247,7 +249,7 @@ def scan(
     shared_per_token = shared_prefill_speed(candidates, config.same_speed_band)
     if home_per_token > 0 and shared_per_token > 0:
         home_per_token = shared_per_token
-    spread_s = config.spread_s
+    spread_s = config.person_s if first_chat else config.spread_s
     fastest_per_token = _INF  # for the spread charge: its units are the fastest target's
     if conversations is not None and spread_s > 0:
         for c in candidates:

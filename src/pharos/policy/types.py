@@ -18,7 +18,14 @@ class RouteReq:
     struct, where the dataclass's generated __init__ ran interpreted, one object.__setattr__ per
     field (timeit, compiled: 281 -> 69 ns positional, 400 -> 233 ns by keyword)."""
 
-    __slots__ = ("conversations", "home_target_id", "new_conversation", "prompt_tokens", "seed")
+    __slots__ = (
+        "conversations",
+        "first_chat",
+        "home_target_id",
+        "new_conversation",
+        "prompt_tokens",
+        "seed",
+    )
 
     def __init__(
         self,
@@ -27,6 +34,7 @@ class RouteReq:
         home_target_id: int = -1,
         conversations: dict[int, int] | None = None,
         new_conversation: bool = False,
+        first_chat: bool = False,
     ) -> None:
         self.prompt_tokens: Final = prompt_tokens  # estimated: request text bytes / 4
         self.seed: Final = seed  # random per request; breaks exact ties so requests don't herd
@@ -36,8 +44,9 @@ class RouteReq:
         self.conversations: Final = conversations
         """For a new conversation of a key many people share: the conversations live on each
         target id (a reply ended there within SPREAD_WINDOW_S, or a first turn in flight; a
-        target not in it has none), each charged PolicyConfig.spread_s per slot. None: no
-        charge (sched/held_affinity.py)."""
+        target not in it has none), each charged PolicyConfig.spread_s per slot. For a person's
+        first chat (`first_chat`): the people on each target, each charged
+        PolicyConfig.person_s per slot. None: no charge (sched/held_affinity.py)."""
         self.new_conversation: Final = new_conversation
         """One person's new conversation (no target holds more than its first message; the key
         neither shared nor sending side calls: KeyHomes.one_person): no rework is charged, since
@@ -45,6 +54,9 @@ class RouteReq:
         for every later chat. With the charge, chat seed 12's six first chats all queued for the
         engine that had served the first (8.7 s at most) while the other idled. A shared key
         keeps it (real-bypass lost 19 -> 25 comparisons without it, tie stream 0)."""
+        self.first_chat: Final = first_chat
+        """One person's first chat (KeyHomes.newcomer): `conversations` counts people, and
+        the target it picks is where this person's later chats go home to."""
 
     def __eq__(self, other: object) -> bool:
         return (
@@ -54,6 +66,7 @@ class RouteReq:
             and self.home_target_id == other.home_target_id
             and self.conversations == other.conversations
             and self.new_conversation == other.new_conversation
+            and self.first_chat == other.first_chat
         )
 
     def __hash__(self) -> int:  # conversations left out: a dict; equal requests still hash alike
@@ -63,7 +76,7 @@ class RouteReq:
         return (
             f"RouteReq(prompt_tokens={self.prompt_tokens!r}, seed={self.seed!r}, "
             f"home_target_id={self.home_target_id!r}, conversations={self.conversations!r}, "
-            f"new_conversation={self.new_conversation!r})"
+            f"new_conversation={self.new_conversation!r}, first_chat={self.first_chat!r})"
         )
 
 
@@ -271,6 +284,16 @@ class PolicyConfig:
     new chats went to e1 too). 0 = off. Comparisons lost over seeds 1-20 (docs/routing-log.md,
     "A shared key's new chats spread"): 0 -> 170, 0.1 -> 155; flat 0.05 / 0.15 / 0.25 -> 169 /
     167 / 168."""
+    person_s: float = 0.3
+    """Seconds charged per person on a target, per slot, for a person's first chat
+    (RouteReq.first_chat), scaled by speed as spread_s is. The people are the keys whose latest
+    conversation ended there within AFFINITY_WINDOW_S, first chats in flight, and the requests
+    the engine reports beyond ours (traffic Pharos doesn't see). Where a person's first chat
+    goes, their later chats go home to, so it sets the fleet's split of people for the run; a
+    sticky map that splits them evenly beat cost's p95 on chat (docs/routing-log.md, "A
+    person's first chat"). 0 = off. Comparisons lost over seeds 1-20 on tie streams 0-3: off
+    857, 0.3 -> 829, 0.5 -> 831; on streams 0 / 1 (off: 206 / 216), 1 -> 193 / 223, 2 -> 199 /
+    232, 100 (people first, then the estimate) -> 228 / 253."""
 
 
 DEFAULT_CONFIG = PolicyConfig()

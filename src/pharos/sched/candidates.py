@@ -62,6 +62,26 @@ def engine_counts_fresh(view: TargetView, last_reply_end_at: float | None) -> bo
     return last_reply_end_at < view.last_fast_scrape_at
 
 
+def unseen_requests(
+    views: Sequence[TargetView], local_inflight: dict[int, int], peer_inflight: dict[str, int]
+) -> dict[int, int]:
+    """Per target, the requests its engine last reported (Running + Waiting) beyond ours and
+    live peers': traffic Pharos doesn't see, each one a person for a first chat's spread
+    (KeyHomes.people). A target whose engine reports no Running, or nothing beyond ours, is
+    left out."""
+    out: dict[int, int] = {}
+    for view in views:
+        running = view.running
+        if running is None:
+            continue
+        waiting = view.waiting
+        ours = local_inflight.get(view.target_id, 0) + peer_inflight.get(view.key, 0)
+        unseen = running + (waiting if waiting is not None else 0) - ours
+        if unseen > 0:
+            out[view.target_id] = unseen
+    return out
+
+
 def occupied(view: TargetView, cluster_inflight: int, fresh: bool) -> int:
     """max(our + live peers' in-flight, the engine's Running when known and fresh)."""
     running = view.running

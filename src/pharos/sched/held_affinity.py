@@ -9,7 +9,9 @@ chat occupies, as sticky sessions do, while a real saving still moves it. A key 
 conversations in the window is shared (one Open WebUI, `make scenario`'s anonymous key): it
 gets no home, since one home would herd all its users onto one target. Instead, once two of
 its requests were in flight at once, its new chats are spread by the conversations live on each
-target (`conversations`, PolicyConfig.spread_s).
+target (`conversations`, PolicyConfig.spread_s). A person's first chat, which decides where
+their later chats go home to, is spread by the people on each target (`people`,
+PolicyConfig.person_s).
 """
 
 from __future__ import annotations
@@ -54,7 +56,7 @@ class KeyHomes:
         self._inflight: dict[str, int] = {}
         self._side_callers: set[str] = set()
         self._shared: set[str] = set()
-        self._opening = LeasesOn()  # a shared key's new conversations in flight
+        self._opening = LeasesOn()  # spread new conversations in flight (`opened`)
 
     def side_call_from(self, key: str) -> None:
         """`key` sent a side call (a title or tags call after a reply): it is an Open WebUI,
@@ -80,7 +82,8 @@ class KeyHomes:
         return key not in self._shared and key not in self._side_callers
 
     def opened(self, lease: object, target_id: int) -> None:
-        """A shared key's new conversation went to `target_id` (its first turn, in flight)."""
+        """A new conversation placed by `conversations` or `people` (a shared key's, or a
+        person's first) went to `target_id`: its first turn, in flight."""
         self._opening.add(lease, target_id)
 
     def closed(self, lease: object) -> None:
@@ -101,6 +104,27 @@ class KeyHomes:
             for _, target_id, ended_at in entries:
                 if ended_at >= since:
                     out[target_id] = out.get(target_id, 0) + 1
+        return out
+
+    def newcomer(self, key: str) -> bool:
+        """No conversation of `key`'s has ended here (since its entry was last swept) and none
+        of its requests is in flight: its first chat."""
+        return key not in self._by_key and key not in self._inflight
+
+    def people(self, now: float) -> dict[int, int]:
+        """Per target, the keys whose latest conversation ended there within the window, and the
+        first chats in flight (`opened`): where each person's next chat goes home to.
+
+        Why: a person's first chat went where a slot was free the moment they arrived, and
+        their later chats went home, so an early imbalance held for the run (chat seed 20:
+        four of six people on e0, 93 turns there to e1's 54; sticky's even split of
+        the six beat cost's p50 and p95, docs/routing-log.md, "A person's first chat")."""
+        since = now - self._window_s
+        out = self._opening.counts()
+        for entries in self._by_key.values():
+            _, target_id, ended_at = entries[-1]  # `ended` appends: the last is the latest
+            if ended_at >= since:
+                out[target_id] = out.get(target_id, 0) + 1
         return out
 
     def left(self, key: str) -> None:

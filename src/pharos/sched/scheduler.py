@@ -18,6 +18,7 @@ from pharos.sched.candidates import (
     Generations,
     build_candidates,
     index_of,
+    unseen_requests,
     usable_views,
 )
 from pharos.sched.engine_joins import EngineQueueJoins
@@ -215,7 +216,7 @@ class Scheduler:
         chain = request.chain
         home = -1
         conversations: dict[int, int] | None = None
-        new_conversation = False
+        new_conversation = first_chat = False
         if chain is not None and chain.hashes:
             matches = with_reply_credited(
                 self._prefix.lookup(chain, Generations(usable), len(usable)), chain
@@ -226,6 +227,7 @@ class Scheduler:
                     home = self._homes.home_of(key, now)
                     if home < 0 and self._homes.shared(key):
                         conversations = self._homes.conversations(now)
+                first_chat = new_conversation and self._homes.newcomer(key)
         router_waiting = self._queue.waiting_for(request.model)
         peers = self._peers
         peer_inflight: dict[str, int] = {}
@@ -234,6 +236,10 @@ class Scheduler:
             peer_inflight = peers.inflight_by_key(now)
         if queued_since is not None:
             router_waiting -= 1
+        if first_chat:
+            conversations = self._homes.people(now)
+            for target_id, unseen in unseen_requests(usable, self._local, peer_inflight).items():
+                conversations[target_id] = conversations.get(target_id, 0) + unseen
         replies = self._replies
         fits_of = FitsIfCold(
             self._targets.targets_of_backend,
@@ -262,7 +268,14 @@ class Scheduler:
         self._candidates[request.model] = candidates
         decision = self._pick(
             # positional: 69 ns, keyword 233
-            RouteReq(request.prompt_tokens, request.seed, home, conversations, new_conversation),
+            RouteReq(
+                request.prompt_tokens,
+                request.seed,
+                home,
+                conversations,
+                new_conversation,
+                first_chat,
+            ),
             candidates,
             self._policy_config,
         )

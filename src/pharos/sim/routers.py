@@ -89,7 +89,7 @@ def sticky_index(salt: str, user: str, engines: int) -> int:
     """Which engine sticky sends `user` to. The salt is the seed: the scenarios' users are
     named user0, user1, ... on every seed, and unsalted their hash put 5 of chat's 6 users on
     e1 on all 20 seeds: one draw of sticky's map, judged 20 times. That draw is a poor map
-    for equal engines (chat: sticky's mean p95 7.67 s, 4.57 over per-seed draws) and the best
+    for equal engines (chat: sticky's mean p95 7.67 s, 4.57 over per-seed draws) and a good
     one for noisy, whose unseen client loads e0 (7.86 s, 10.07 over per-seed draws). A team's
     names are as arbitrary to a hash as a seed (docs/routing-log.md, "Sticky's map, one draw
     per seed")."""

@@ -1,0 +1,141 @@
+"""A person's first chat goes where fewer people are (issue 15, sticky's map drawn per seed).
+
+Where a person's first chat goes, their later chats go home to. It went where a slot was free
+the moment they arrived, so an early imbalance held for the run; a sticky map splitting the
+people evenly beat cost's p50 and p95. Now a first chat is charged PolicyConfig.person_s per
+person on each target, per slot: the keys whose latest conversation ended there, first chats
+in flight, and the requests the engine reports beyond ours.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from pharos.clock import FakeClock
+from pharos.policy import DEFAULT_CONFIG
+from pharos.prefix import Chain, PrefixIndex
+from pharos.sched import Lease, RouteRequest, Scheduler
+from pharos.sched.candidates import unseen_requests
+from pharos.sched.held_affinity import AFFINITY_WINDOW_S, KeyHomes
+from tests.sched.fakes import FakeTargets, make_view, ok
+
+
+def chain_of(*links: int) -> Chain:
+    return Chain(links, tuple(100 * (i + 1) for i in range(len(links))))
+
+
+def fresh(n: int) -> Chain:
+    """A first turn sharing nothing with any other: no target's cache tells them apart."""
+    return chain_of(n * 10, n * 10 + 1)
+
+
+# conversations that ended (key, links, target, at), first chats in flight (target), asked at:
+# the people per target
+PEOPLE_CASES = [
+    ([], [], 10.0, {}),
+    (
+        [("ann", (1, 2), 7, 0.0), ("ben", (3, 4), 7, 1.0), ("cat", (5, 6), 8, 2.0)],
+        [],
+        10.0,
+        {7: 2, 8: 1},
+    ),
+    ([("ann", (1, 2), 7, 0.0), ("ann", (5, 6), 8, 5.0)], [], 10.0, {8: 1}),  # her latest chat
+    ([("ann", (1, 2), 7, 0.0), ("ben", (3, 4), 8, 50.0)], [], AFFINITY_WINDOW_S + 1, {8: 1}),
+    ([("ann", (1, 2), 7, 0.0)], [7, 8], 1.0, {7: 2, 8: 1}),  # first chats in flight count
+]
+
+
+@pytest.mark.parametrize(("ended", "opening", "asked_at", "people"), PEOPLE_CASES)
+def test_a_person_is_where_their_latest_chat_ended_or_their_first_is_in_flight(
+    ended: list[tuple[str, tuple[int, ...], int, float]],
+    opening: list[int],
+    asked_at: float,
+    people: dict[int, int],
+) -> None:
+    homes = KeyHomes()
+    for key, links, target_id, at in ended:
+        homes.ended(key, chain_of(*links), target_id, at)
+    for n, target_id in enumerate(opening):
+        homes.opened(("lease", n), target_id)
+    assert homes.people(asked_at) == people
+
+
+def test_a_key_is_a_newcomer_until_a_request_of_its_goes_out() -> None:
+    homes = KeyHomes()
+    assert homes.newcomer("ann") is True
+    homes.started("ann")
+    assert homes.newcomer("ann") is False  # in flight
+    homes.left("ann")
+    homes.ended("ann", chain_of(1, 2), 7, 0.0)
+    assert homes.newcomer("ann") is False  # a chat of hers ended here
+
+
+# per target (running, waiting, ours, live peers'): the requests its engine reports beyond them
+UNSEEN_CASES = [
+    ((None, None, 0, 0), None),  # the engine reports no Running: unknown, left out
+    ((1, None, 0, 0), 1),  # Waiting unknown counts as none
+    ((2, 1, 1, 0), 2),
+    ((2, 0, 1, 1), None),  # all ours and a peer's
+    ((1, 0, 2, 0), None),  # ours not yet in the engine's counts: never negative
+]
+
+
+@pytest.mark.parametrize(("counts", "unseen"), UNSEEN_CASES)
+def test_requests_the_engine_reports_beyond_ours_and_our_peers_are_unseen(
+    counts: tuple[int | None, int | None, int, int], unseen: int | None
+) -> None:
+    running, waiting, ours, peers = counts
+    view = make_view(7, running=running, waiting=waiting)
+    found = unseen_requests([view], {7: ours}, {view.key: peers})
+    assert found.get(7) == unseen
+
+
+def _sched(targets: FakeTargets, clock: FakeClock, person_s: float) -> Scheduler:
+    config = dataclasses.replace(DEFAULT_CONFIG, person_s=person_s)
+    return Scheduler(targets, PrefixIndex(clock=clock), clock, policy_config=config)
+
+
+async def _chat_on(sched: Scheduler, clock: FakeClock, key: str, n: int, target_id: int) -> None:
+    only = frozenset({3 - target_id})
+    lease = await sched.acquire(key, 1, RouteRequest("m", 600, fresh(n), n, only))
+    clock.advance(2.0)
+    lease.release(ok(prompt_tokens=600, cached_tokens=0))
+
+
+# person_s: where dan's first chat goes when ann and ben are homed on target 1 and cat's first
+# chat holds one of target 2's two slots
+PERSON_CASES = [
+    (DEFAULT_CONFIG.person_s, 2),  # 2 people on 1 against 1 on 2: 0.3 s against 0.15 s
+    (0.0, 1),  # off: the least utilized target of the moment
+]
+
+
+@pytest.mark.parametrize(("person_s", "chosen"), PERSON_CASES)
+async def test_a_persons_first_chat_goes_where_fewer_people_are(
+    targets: FakeTargets, clock: FakeClock, person_s: float, chosen: int
+) -> None:
+    targets.add(make_view(1))
+    targets.add(make_view(2))
+    sched = _sched(targets, clock, person_s)
+    await _chat_on(sched, clock, "ann", 1, 1)
+    await _chat_on(sched, clock, "ben", 2, 1)
+    cat: Lease = await sched.acquire("cat", 1, RouteRequest("m", 600, fresh(3), 3, frozenset({1})))
+    dan = await sched.acquire("dan", 1, RouteRequest("m", 600, fresh(4), 4))
+    assert dan.target.target_id == chosen
+    cat.release(ok())
+    dan.release(ok())
+
+
+async def test_requests_pharos_doesnt_see_count_as_people(
+    targets: FakeTargets, clock: FakeClock
+) -> None:
+    """Target 1's engine runs two requests that aren't ours, of 4 slots; ann is homed on 2."""
+    targets.add(make_view(1, capacity=4, running=2, waiting=0))
+    targets.add(make_view(2, capacity=4))
+    sched = _sched(targets, clock, DEFAULT_CONFIG.person_s)
+    await _chat_on(sched, clock, "ann", 1, 2)
+    ben = await sched.acquire("ben", 1, RouteRequest("m", 600, fresh(2), 2))
+    assert ben.target.target_id == 2  # 2 people on 1 against 1 on 2
+    ben.release(ok())
