@@ -72,23 +72,28 @@ def test_a_key_is_a_newcomer_until_a_request_of_its_goes_out() -> None:
     assert homes.newcomer("ann") is False  # a chat of hers ended here
 
 
-# per target (running, waiting, ours, live peers'): the requests its engine reports beyond them
+# per target (running, waiting, ours, live peers'), when our last reply there ended (the
+# scrape was at 10 s): the requests its engine reports beyond them
 UNSEEN_CASES = [
-    ((None, None, 0, 0), None),  # the engine reports no Running: unknown, left out
-    ((1, None, 0, 0), 1),  # Waiting unknown counts as none
-    ((2, 1, 1, 0), 2),
-    ((2, 0, 1, 1), None),  # all ours and a peer's
-    ((1, 0, 2, 0), None),  # ours not yet in the engine's counts: never negative
+    ((None, None, 0, 0), None, None),  # the engine reports no Running: unknown, left out
+    ((1, None, 0, 0), None, 1),  # Waiting unknown counts as none
+    ((2, 1, 1, 0), 9.0, 2),
+    ((2, 0, 1, 1), None, None),  # all ours and a peer's
+    ((1, 0, 2, 0), None, None),  # ours not yet in the engine's counts: never negative
+    ((2, 0, 0, 0), 11.0, None),  # stale: the scrape still counts our reply that ended since
 ]
 
 
-@pytest.mark.parametrize(("counts", "unseen"), UNSEEN_CASES)
+@pytest.mark.parametrize(("counts", "reply_ended_at", "unseen"), UNSEEN_CASES)
 def test_requests_the_engine_reports_beyond_ours_and_our_peers_are_unseen(
-    counts: tuple[int | None, int | None, int, int], unseen: int | None
+    counts: tuple[int | None, int | None, int, int],
+    reply_ended_at: float | None,
+    unseen: int | None,
 ) -> None:
     running, waiting, ours, peers = counts
-    view = make_view(7, running=running, waiting=waiting)
-    found = unseen_requests([view], {7: ours}, {view.key: peers})
+    view = make_view(7, running=running, waiting=waiting, last_fast_scrape_at=10.0)
+    ended = {} if reply_ended_at is None else {7: reply_ended_at}
+    found = unseen_requests([view], {7: ours}, {view.key: peers}, ended)
     assert found.get(7) == unseen
 
 

@@ -63,16 +63,20 @@ def engine_counts_fresh(view: TargetView, last_reply_end_at: float | None) -> bo
 
 
 def unseen_requests(
-    views: Sequence[TargetView], local_inflight: dict[int, int], peer_inflight: dict[str, int]
+    views: Sequence[TargetView],
+    local_inflight: dict[int, int],
+    peer_inflight: dict[str, int],
+    last_reply_end: dict[int, float],
 ) -> dict[int, int]:
     """Per target, the requests its engine last reported (Running + Waiting) beyond ours and
     live peers': traffic Pharos doesn't see, each one a person for a first chat's spread
-    (KeyHomes.people). A target whose engine reports no Running, or nothing beyond ours, is
-    left out."""
+    (KeyHomes.people). A target whose engine reports no Running, or nothing beyond ours, or
+    whose counts are stale (one of our replies ended there since the scrape: they still hold
+    its slot, `engine_counts_fresh`) is left out."""
     out: dict[int, int] = {}
     for view in views:
         running = view.running
-        if running is None:
+        if running is None or not engine_counts_fresh(view, last_reply_end.get(view.target_id)):
             continue
         waiting = view.waiting
         ours = local_inflight.get(view.target_id, 0) + peer_inflight.get(view.key, 0)

@@ -238,8 +238,11 @@ class Scheduler:
             router_waiting -= 1
         if first_chat:
             conversations = self._homes.people(now)
-            for target_id, unseen in unseen_requests(usable, self._local, peer_inflight).items():
-                conversations[target_id] = conversations.get(target_id, 0) + unseen
+            unseen = unseen_requests(
+                usable, self._local, peer_inflight, self._replies.last_reply_end
+            )
+            for target_id, requests in unseen.items():
+                conversations[target_id] = conversations.get(target_id, 0) + requests
         replies = self._replies
         fits_of = FitsIfCold(
             self._targets.targets_of_backend,
