@@ -9,57 +9,15 @@ in flight, and the requests the engine reports beyond ours.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from pharos.clock import FakeClock
 from pharos.policy import DEFAULT_CONFIG
-from pharos.prefix import Chain, PrefixIndex
 from pharos.sched import Lease, RouteRequest, Scheduler
 from pharos.sched.candidates import unseen_requests
-from pharos.sched.held_affinity import AFFINITY_WINDOW_S, KeyHomes
+from pharos.sched.held_affinity import KeyHomes
 from tests.sched.fakes import FakeTargets, make_view, ok
-
-
-def chain_of(*links: int) -> Chain:
-    return Chain(links, tuple(100 * (i + 1) for i in range(len(links))))
-
-
-def fresh(n: int) -> Chain:
-    """A first turn sharing nothing with any other: no target's cache tells them apart."""
-    return chain_of(n * 10, n * 10 + 1)
-
-
-# conversations that ended (key, links, target, at), first chats in flight (target), asked at:
-# the people per target
-PEOPLE_CASES = [
-    ([], [], 10.0, {}),
-    (
-        [("ann", (1, 2), 7, 0.0), ("ben", (3, 4), 7, 1.0), ("cat", (5, 6), 8, 2.0)],
-        [],
-        10.0,
-        {7: 2, 8: 1},
-    ),
-    ([("ann", (1, 2), 7, 0.0), ("ann", (5, 6), 8, 5.0)], [], 10.0, {8: 1}),  # her latest chat
-    ([("ann", (1, 2), 7, 0.0), ("ben", (3, 4), 8, 50.0)], [], AFFINITY_WINDOW_S + 1, {8: 1}),
-    ([("ann", (1, 2), 7, 0.0)], [7, 8], 1.0, {7: 2, 8: 1}),  # first chats in flight count
-]
-
-
-@pytest.mark.parametrize(("ended", "opening", "asked_at", "people"), PEOPLE_CASES)
-def test_a_person_is_where_their_latest_chat_ended_or_their_first_is_in_flight(
-    ended: list[tuple[str, tuple[int, ...], int, float]],
-    opening: list[int],
-    asked_at: float,
-    people: dict[int, int],
-) -> None:
-    homes = KeyHomes()
-    for key, links, target_id, at in ended:
-        homes.ended(key, chain_of(*links), target_id, at)
-    for n, target_id in enumerate(opening):
-        homes.opened(("lease", n), target_id)
-    assert homes.people(asked_at) == people
+from tests.sched.test_held_affinity import chain_of, fresh, sched_with
 
 
 def test_a_key_is_a_newcomer_until_a_request_of_its_goes_out() -> None:
@@ -97,11 +55,6 @@ def test_requests_the_engine_reports_beyond_ours_and_our_peers_are_unseen(
     assert found.get(7) == unseen
 
 
-def _sched(targets: FakeTargets, clock: FakeClock, person_s: float) -> Scheduler:
-    config = dataclasses.replace(DEFAULT_CONFIG, person_s=person_s)
-    return Scheduler(targets, PrefixIndex(clock=clock), clock, policy_config=config)
-
-
 async def _chat_on(sched: Scheduler, clock: FakeClock, key: str, n: int, target_id: int) -> None:
     only = frozenset({3 - target_id})
     lease = await sched.acquire(key, 1, RouteRequest("m", 600, fresh(n), n, only))
@@ -123,7 +76,7 @@ async def test_a_persons_first_chat_goes_where_fewer_people_are(
 ) -> None:
     targets.add(make_view(1))
     targets.add(make_view(2))
-    sched = _sched(targets, clock, person_s)
+    sched = sched_with(targets, clock, person_s=person_s)
     await _chat_on(sched, clock, "ann", 1, 1)
     await _chat_on(sched, clock, "ben", 2, 1)
     cat: Lease = await sched.acquire("cat", 1, RouteRequest("m", 600, fresh(3), 3, frozenset({1})))
@@ -139,7 +92,7 @@ async def test_requests_pharos_doesnt_see_count_as_people(
     """Target 1's engine runs two requests that aren't ours, of 4 slots; ann is homed on 2."""
     targets.add(make_view(1, capacity=4, running=2, waiting=0))
     targets.add(make_view(2, capacity=4))
-    sched = _sched(targets, clock, DEFAULT_CONFIG.person_s)
+    sched = sched_with(targets, clock)
     await _chat_on(sched, clock, "ann", 1, 2)
     ben = await sched.acquire("ben", 1, RouteRequest("m", 600, fresh(2), 2))
     assert ben.target.target_id == 2  # 2 people on 1 against 1 on 2

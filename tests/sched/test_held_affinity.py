@@ -106,9 +106,10 @@ async def _one_turn(sched: Scheduler, clock: FakeClock, key: str, chain: Chain, 
     return lease
 
 
-def _sched(targets: FakeTargets, clock: FakeClock, away_s: float) -> Scheduler:
-    config = dataclasses.replace(DEFAULT_CONFIG, away_s=away_s)
-    return Scheduler(targets, PrefixIndex(clock=clock), clock, policy_config=config)
+def sched_with(targets: FakeTargets, clock: FakeClock, **config: float) -> Scheduler:
+    """A scheduler whose policy config is the default but for `config`'s fields."""
+    policy_config = dataclasses.replace(DEFAULT_CONFIG, **config)
+    return Scheduler(targets, PrefixIndex(clock=clock), clock, policy_config=policy_config)
 
 
 # away_s: where alice's second chat goes while bob holds one slot of her first chat's target
@@ -124,7 +125,7 @@ async def test_a_persons_next_chat_goes_where_their_last_one_ended(
 ) -> None:
     targets.add(make_view(1))
     targets.add(make_view(2))
-    sched = _sched(targets, clock, away_s)
+    sched = sched_with(targets, clock, away_s=away_s)
     first = await _one_turn(sched, clock, "alice", fresh(1), seed=1)
     home = first.target.target_id
     other = 3 - home
@@ -142,7 +143,7 @@ async def test_a_shared_key_with_two_recent_chats_has_no_home(
 ) -> None:
     targets.add(make_view(1))
     targets.add(make_view(2))
-    sched = _sched(targets, clock, DEFAULT_CONFIG.away_s)
+    sched = sched_with(targets, clock)
     a = await sched.acquire("team", 1, RouteRequest("m", 600, fresh(1), 1))
     b = await sched.acquire("team", 1, RouteRequest("m", 600, fresh(2), 2))
     assert {a.target.target_id, b.target.target_id} == {1, 2}
@@ -190,30 +191,69 @@ def test_a_key_is_shared_once_two_of_its_requests_are_in_flight_at_once() -> Non
     assert homes.shared("alice") is True  # for good: the key carries several people
 
 
-# conversations that ended (key, links, target, at), new ones in flight (target), asked at:
-# the conversations live per target
-LIVE_CASES = [
-    ([], [], 10.0, {}),
-    ([("k", (1, 2), 7, 0.0), ("k", (1, 5), 7, 1.0), ("j", (1, 9), 8, 2.0)], [], 10.0, {7: 2, 8: 1}),
-    ([("k", (1, 2), 7, 0.0), ("k", (1, 2, 3, 4), 8, 5.0)], [], 10.0, {8: 1}),  # it moved
-    ([("k", (1, 2), 7, 0.0), ("k", (1, 5), 8, 50.0)], [], SPREAD_WINDOW_S + 1, {8: 1}),
-    ([("k", (1, 2), 7, 0.0)], [7, 8, 8], 1.0, {7: 2, 8: 2}),  # first turns in flight count
+# what is counted per target (live conversations: a shared key's spread; people: a person's
+# first chat's), the conversations that ended (key, links, target, at), new ones in flight
+# (target), asked at: the count per target
+COUNT_CASES = [
+    ("conversations", [], [], 10.0, {}),
+    (
+        "conversations",
+        [("k", (1, 2), 7, 0.0), ("k", (1, 5), 7, 1.0), ("j", (1, 9), 8, 2.0)],
+        [],
+        10.0,
+        {7: 2, 8: 1},
+    ),
+    ("conversations", [("k", (1, 2), 7, 0.0), ("k", (1, 2, 3, 4), 8, 5.0)], [], 10.0, {8: 1}),
+    (
+        "conversations",
+        [("k", (1, 2), 7, 0.0), ("k", (1, 5), 8, 50.0)],
+        [],
+        SPREAD_WINDOW_S + 1,
+        {8: 1},
+    ),
+    ("conversations", [("k", (1, 2), 7, 0.0)], [7, 8, 8], 1.0, {7: 2, 8: 2}),  # in flight count
+    ("people", [], [], 10.0, {}),
+    (
+        "people",
+        [("ann", (1, 2), 7, 0.0), ("ben", (3, 4), 7, 1.0), ("cat", (5, 6), 8, 2.0)],
+        [],
+        10.0,
+        {7: 2, 8: 1},
+    ),
+    ("people", [("ann", (1, 2), 7, 0.0), ("ann", (5, 6), 8, 5.0)], [], 10.0, {8: 1}),  # latest
+    (
+        "people",
+        [("ann", (1, 2), 7, 0.0), ("ben", (3, 4), 8, 50.0)],
+        [],
+        AFFINITY_WINDOW_S + 1,
+        {8: 1},
+    ),
+    ("people", [("ann", (1, 2), 7, 0.0)], [7, 8], 1.0, {7: 2, 8: 1}),  # first chats in flight
 ]
 
 
-@pytest.mark.parametrize(("ended", "opening", "asked_at", "live"), LIVE_CASES)
-def test_a_conversation_is_live_where_its_reply_lately_ended_or_its_first_turn_is_in_flight(
+@pytest.mark.parametrize(("counted", "ended", "opening", "asked_at", "count"), COUNT_CASES)
+def test_conversations_are_live_and_people_are_where_their_latest_chat_ended_or_is_in_flight(
+    counted: str,
     ended: list[tuple[str, tuple[int, ...], int, float]],
     opening: list[int],
     asked_at: float,
-    live: dict[int, int],
+    count: dict[int, int],
 ) -> None:
+    assert getattr(homes_after(ended, opening), counted)(asked_at) == count
+
+
+def homes_after(
+    ended: list[tuple[str, tuple[int, ...], int, float]], opening: list[int]
+) -> KeyHomes:
+    """A KeyHomes whose conversations (key, links, target, at) ended and whose new ones went
+    to `opening`'s targets, in flight."""
     homes = KeyHomes()
     for key, links, target_id, at in ended:
         homes.ended(key, chain_of(*links), target_id, at)
     for n, target_id in enumerate(opening):
         homes.opened(("lease", n), target_id)
-    assert homes.conversations(asked_at) == live
+    return homes
 
 
 def test_a_first_turn_in_flight_counts_until_its_lease_closes() -> None:
@@ -314,7 +354,7 @@ async def test_only_a_persons_new_chat_leaves_the_full_target_holding_its_system
     streams 0-3, real-bypass lost more without it."""
     targets.add(make_view(1))
     targets.add(make_view(2))
-    sched = _sched(targets, clock, DEFAULT_CONFIG.away_s)
+    sched = sched_with(targets, clock)
     held, holders = await _system_prompt_on_a_full_target(sched, clock)
     if shared:  # two of its requests in flight at once
         both = [await sched.acquire(key, 1, RouteRequest("m", 600, fresh(n), n)) for n in (7, 8)]
