@@ -29,6 +29,7 @@ from pharos.cmd.runtime import Pharos, RuntimeOptions, running
 from pharos.config import Config
 from pharos.engine.types import Kind
 from pharos.proxy.done import RequestDone
+from pharos.sim.routers import sticky_index
 from pharos.state import BackendSpec
 
 POLICIES = ("pharos-cost", "pharos-least-load", "round-robin", "sticky")
@@ -49,11 +50,6 @@ class PolicyRun:
     model_loads: int | None = None  # router fleets: loads the routers logged; None: not counted
 
 
-def sticky_index(user: str, engines: int) -> int:
-    digest = hashlib.sha256(user.encode()).digest()
-    return int.from_bytes(digest[:8], "big") % engines
-
-
 def _direct_route(policy: str, bases: list[str], bypass_base: str) -> Route:
     turn = itertools.count()
 
@@ -61,7 +57,8 @@ def _direct_route(policy: str, bases: list[str], bypass_base: str) -> Route:
         if conv.bypasses_router:
             return bypass_base
         if policy == "sticky":
-            return bases[sticky_index(conv.user, len(bases))]
+            # unsalted: the same map on every run (the simulator salts it with the seed)
+            return bases[sticky_index("", conv.user, len(bases))]
         return bases[next(turn) % len(bases)]
 
     return base_for
