@@ -1,9 +1,9 @@
-"""A key's next new conversation goes home: where its one recent conversation ended (issue 15).
+"""A key's next new conversation goes home: where its latest recent conversation ended (issue 15).
 
 Cost sent each new chat to the least utilized target of the moment; a person's chats now stay
 where their last one went unless another target saves more than PolicyConfig.away_s. A key
-with several recent conversations (one Open WebUI, `make scenario`'s anonymous key) is shared
-and gets no home.
+with two requests in flight at once (one Open WebUI, `make scenario`'s anonymous key) is
+shared and gets no home.
 """
 
 from __future__ import annotations
@@ -50,7 +50,8 @@ HOME_CASES = [
     ([], 0.0, -1),  # nothing ended: no home
     ([("k", (1, 2), 7, 0.0)], 10.0, 7),  # one conversation: where it ended
     ([("k", (1, 2), 7, 0.0), ("k", (1, 2, 3, 4), 8, 5.0)], 10.0, 8),  # the same chat moved
-    ([("k", (1, 2), 7, 0.0), ("k", (1, 5), 8, 5.0)], 10.0, -1),  # two chats: a shared key
+    ([("k", (1, 2), 7, 0.0), ("k", (1, 5), 8, 5.0)], 10.0, 8),  # two chats: the latest's
+    ([("k", (1, 5), 8, 0.0), ("k", (1, 2), 7, 5.0)], 10.0, 7),
     ([("k", (1, 2), 7, 0.0), ("k", (1, 5), 8, AFFINITY_WINDOW_S + 1)], AFFINITY_WINDOW_S + 2, 8),
     ([("k", (1, 2), 7, 0.0)], AFFINITY_WINDOW_S + 0.5, -1),  # too long ago
     ([("other", (1, 2), 7, 0.0)], 10.0, -1),  # another key's chat is not this key's
@@ -58,7 +59,7 @@ HOME_CASES = [
 
 
 @pytest.mark.parametrize(("ended", "asked_at", "home"), HOME_CASES)
-def test_a_key_has_a_home_only_while_it_has_exactly_one_recent_conversation(
+def test_a_key_has_a_home_where_its_latest_recent_conversation_ended(
     ended: list[tuple[str, tuple[int, ...], int, float]], asked_at: float, home: int
 ) -> None:
     homes = KeyHomes()
@@ -189,6 +190,8 @@ def test_a_key_is_shared_once_two_of_its_requests_are_in_flight_at_once() -> Non
     homes.left("alice")
     homes.left("alice")
     assert homes.shared("alice") is True  # for good: the key carries several people
+    homes.ended("alice", chain_of(1, 2), 7, 0.0)
+    assert homes.home_of("alice", 1.0) == -1  # and it has no home
 
 
 # what is counted per target (live conversations: a shared key's spread; people: a person's

@@ -52,6 +52,7 @@ def test_the_scenarios_that_ask_cost_to_beat_sticky_are_those_whose_engines_diff
         "hetero",
         "noisy",
         "real-bypass",
+        "real-bypass-keys",
         "real-speed",
         "sharegpt-hetero",
         "sharegpt-noisy",

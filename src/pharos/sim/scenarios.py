@@ -167,6 +167,26 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                     burst_model="c",
                 ),
             ),
+            Scenario(
+                "real-equal-keys",
+                "as real-equal with one API key per user (`make scenario --key-per-user`, "
+                "how a team runs it)",
+                (_cpu("e0"), _cpu("e1")),
+                Mix(chat_users=6),
+                duration_s=300.0,
+                source="scenario",
+                think_scale=0.5,
+            ),
+            Scenario(
+                "real-bypass-keys",
+                "as real-bypass with one API key per user",
+                (_cpu("e0"), _cpu("e1")),
+                Mix(chat_users=6, noise_users=1),
+                duration_s=300.0,
+                source="scenario",
+                think_scale=0.5,
+                engines_differ=True,
+            ),
         )
     }
 )
