@@ -21,13 +21,6 @@ from typing import Any, Final
 from pharos.policy.types import Candidate, PolicyConfig, Terms
 from pharos.policy.util import median_of
 
-HOME_QUEUED_S: Final = 0.1
-"""A home whose replies lately waited this long inside the engine (Candidate.engine_queued_s:
-traffic Pharos doesn't see) is charged nothing for. Comparisons lost over seeds 1-20 with the
-other guards: 196 at 0.1 s, 194 at 0.02 (noisy 58 -> 56); without it sharegpt-noisy lost 9
-(main 8). On the simulator's llama-server batch loop (2026-12-07) a prompt that arrives during a
-decode step waits for it inside the engine (up to ~30 ms at 60 tok/s, two streams), so 0.02 s
-read most homes as queued: 209 losses at 0.02, 203 at 0.05, 198 at 0.1, 201 at 0.2."""
 _INF: Final = float("inf")  # Final: a C constant, not a module-dict lookup per candidate
 
 
@@ -226,15 +219,19 @@ def scan(
     rework_weight = 0.0 if new_conversation else config.rework_weight
     evict_weight = config.evict_weight
     # no charge unless the home is a candidate (it may not serve this model, or be excluded
-    # on a retry): charging every target alike would only inflate the estimates
+    # on a retry): charging every target alike would only inflate the estimates. A home the
+    # engine lately queued at (traffic Pharos doesn't see) is still charged for: that queue is
+    # in its wait term. Waived at an engine-side wait of 0.1 s (HOME_QUEUED_S until 2026-12-07
+    # 14:45 UTC), the waiver sent a person's chats off home whenever our own batches queued
+    # there, and the users wandered: tie streams 0-3, 1046 -> 982 comparisons lost without it
+    # (real-equal-keys 91 -> 62, real-bypass-keys 160 -> 113; noisy 101 -> 107, sharegpt-noisy
+    # 155 -> 163); at 0.5 s, 987
     away_charge = 0.0
     home_per_token = -1.0
     if home >= 0 and config.away_s > 0:
         for c in candidates:
             if c.target_id == home:
-                queued = c.engine_queued_s
-                if queued is None or queued < HOME_QUEUED_S:
-                    away_charge = config.away_s
+                away_charge = config.away_s
                 known = c.prefill_s_per_token
                 if known is not None:
                     home_per_token = known
