@@ -40,6 +40,33 @@ def _ollama(name: str) -> HostSpec:
     )
 
 
+_EQUAL = (_cpu("e0"), _cpu("e1"))
+
+
+def _real(
+    name: str,
+    description: str,
+    hosts: tuple[HostSpec, ...],
+    *,
+    bypass: bool = False,
+    shared_key: bool = True,
+    engines_differ: bool = False,
+) -> Scenario:
+    """`make scenario`'s sessions as its client sends them (pharos.sim.clipped), 300 s, think
+    x0.5; `bypass`: its client loading e0 directly, unseen by the router."""
+    return Scenario(
+        name,
+        description,
+        hosts,
+        Mix(chat_users=6, noise_users=1 if bypass else 0),
+        duration_s=300.0,
+        source="scenario",
+        think_scale=0.5,
+        shared_key=shared_key,
+        engines_differ=engines_differ or bypass,
+    )
+
+
 SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
     {
         s.name: s
@@ -111,39 +138,24 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 source="sharegpt",
                 engines_differ=True,
             ),
-            Scenario(
+            _real(
                 "real-equal",
                 "`make scenario --fleet equal` mirrored: its ShareGPT sessions cut as its "
                 "client sends them (4 turns, 600 bytes, 48 tokens, think x0.5, ShareGPT's "
                 "answers sent back, one API key) on two equal llama.cpp hosts",
-                (_cpu("e0"), _cpu("e1")),
-                Mix(chat_users=6),
-                duration_s=300.0,
-                source="scenario",
-                think_scale=0.5,
-                shared_key=True,
+                _EQUAL,
             ),
-            Scenario(
+            _real(
                 "real-bypass",
                 "as real-equal, and the scenario's bypassing client loading e0 directly",
-                (_cpu("e0"), _cpu("e1")),
-                Mix(chat_users=6, noise_users=1),
-                duration_s=300.0,
-                source="scenario",
-                think_scale=0.5,
-                shared_key=True,
-                engines_differ=True,
+                _EQUAL,
+                bypass=True,
             ),
-            Scenario(
+            _real(
                 "real-speed",
                 "as real-equal on the speed fleet: e0 prefilled 246 tok/s on 2 threads, e1 136 "
                 "on 1 (the README's quieter run)",
                 (_cpu("e0", 246 / 170), _cpu("e1", 136 / 170)),
-                Mix(chat_users=6),
-                duration_s=300.0,
-                source="scenario",
-                think_scale=0.5,
-                shared_key=True,
                 engines_differ=True,
             ),
             Scenario(
@@ -167,25 +179,19 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                     burst_model="c",
                 ),
             ),
-            Scenario(
+            _real(
                 "real-equal-keys",
                 "as real-equal with one API key per user (`make scenario --key-per-user`, "
                 "how a team runs it)",
-                (_cpu("e0"), _cpu("e1")),
-                Mix(chat_users=6),
-                duration_s=300.0,
-                source="scenario",
-                think_scale=0.5,
+                _EQUAL,
+                shared_key=False,
             ),
-            Scenario(
+            _real(
                 "real-bypass-keys",
                 "as real-bypass with one API key per user",
-                (_cpu("e0"), _cpu("e1")),
-                Mix(chat_users=6, noise_users=1),
-                duration_s=300.0,
-                source="scenario",
-                think_scale=0.5,
-                engines_differ=True,
+                _EQUAL,
+                bypass=True,
+                shared_key=False,
             ),
         )
     }
