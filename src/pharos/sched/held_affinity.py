@@ -162,7 +162,8 @@ class KeyHomes:
         window. With none for "several" (the shared-key test before `shared`), the
         `real-equal-keys` users (4 turns a chat, thinking 2.5-15 s) sent 45% of their new
         chats to their last chat's host, no better than a coin; with the latest, 72% (seeds
-        1-4). Comparisons lost, seeds 1-20, tie streams 0-3: 1156 -> 1046 over all sixteen
+        1-4; 95% once a home the engine queued at stayed home, policy/estimate.py).
+        Comparisons lost, seeds 1-20, tie streams 0-3: 1156 -> 1046 over all sixteen
         scenarios (agents 41 -> 20, sharegpt 58 -> 31, real-equal-keys 130 -> 91,
         real-bypass-keys 185 -> 160; sharegpt-noisy 140 -> 155)."""
         entries = self._by_key.get(key)
