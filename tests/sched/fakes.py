@@ -10,7 +10,8 @@ from pharos.engine.types import Kind, Residency
 from pharos.engine.usage import Usage
 from pharos.policy import Candidate
 from pharos.sched import Feedback
-from pharos.sched.candidates import FitsIfCold, build_candidates
+from pharos.sched.candidates import build_candidates
+from pharos.sched.fits import FitsIfCold
 from pharos.state.view import TargetView
 
 GB = 1_000_000_000

@@ -11,7 +11,7 @@ import pytest
 from pharos.clock import FakeClock
 from pharos.engine.types import Residency
 from pharos.sched import RouteRequest, Scheduler
-from pharos.sched.candidates import IDLE_MODEL_STALE_S
+from pharos.sched.fits import IDLE_MODEL_STALE_S
 from pharos.state.view import TargetView
 from tests.sched.fakes import GB, FakeTargets, candidates_with_fits, ok
 from tests.sched.test_placement import ollama_view

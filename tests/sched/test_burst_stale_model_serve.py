@@ -23,7 +23,7 @@ from pharos.cmd.runtime import Pharos, RuntimeOptions, running
 from pharos.config.schema import Backend, Config
 from pharos.engine.types import Kind, Residency
 from pharos.fakeengine import FakeModel, FakeOllama, no_sleep, serve
-from pharos.sched.candidates import IDLE_MODEL_STALE_S
+from pharos.sched.fits import IDLE_MODEL_STALE_S
 from pharos.state.spec import StateOptions
 
 BOUND_S = 10.0

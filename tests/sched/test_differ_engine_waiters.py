@@ -13,7 +13,8 @@ import asyncio
 from pharos.clock import FakeClock
 from pharos.policy import Candidate
 from pharos.sched import RouteRequest, Scheduler
-from pharos.sched.candidates import FitsIfCold, backend_occupancy, build_candidates
+from pharos.sched.candidates import build_candidates
+from pharos.sched.fits import FitsIfCold, backend_occupancy
 from pharos.state.view import TargetView
 from tests.sched.fakes import FakeTargets, make_view, ok
 

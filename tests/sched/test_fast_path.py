@@ -6,13 +6,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from pharos.engine.types import Residency
-from pharos.sched.candidates import (
-    FitsIfCold,
-    Generations,
-    backend_occupancy,
-    fits_if_cold,
-    usable_views,
-)
+from pharos.sched.candidates import Generations, usable_views
+from pharos.sched.fits import FitsIfCold, backend_occupancy, fits_if_cold
 from pharos.state.view import TargetView
 from tests.sched.fakes import GB, make_view
 

@@ -7,7 +7,8 @@ import asyncio
 
 from pharos.engine.types import Kind, Residency
 from pharos.sched import RouteRequest, Scheduler
-from pharos.sched.candidates import FitsIfCold, build_candidates
+from pharos.sched.candidates import build_candidates
+from pharos.sched.fits import FitsIfCold
 from pharos.state.view import TargetView
 from tests.sched.fakes import GB, FakeTargets, make_view, ok
 

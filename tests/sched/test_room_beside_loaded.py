@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from pharos.engine.types import Residency
-from pharos.sched.candidates import IDLE_MODEL_STALE_S
+from pharos.sched.fits import IDLE_MODEL_STALE_S
 from pharos.state.view import TargetView
 from tests.sched.fakes import GB, candidates_with_fits
 from tests.sched.test_placement import ollama_view

@@ -23,10 +23,12 @@ COMPILED: dict[str, tuple[str, ...]] = {
     PACKAGE: MODULES,
     "pharos.sched": (
         "types",
+        "fits",
         "candidates",
         "replies",
         "learning",
         "lease",
+        "side_calls",
         "scheduler",
         "fairqueue",
         "prefills",

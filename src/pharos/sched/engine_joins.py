@@ -15,7 +15,9 @@ on one scrape's word.
 
 from __future__ import annotations
 
+from pharos.sched.gauges import PeerGauges
 from pharos.sched.leases_on import LeasesOn
+from pharos.state.view import TargetView
 
 
 class EngineQueueJoins:
@@ -56,3 +58,30 @@ class EngineQueueJoins:
         """`lease` ended; a lease that never joined an engine's queue is no change."""
         if self._joined.remove(lease) >= 0:
             del self._sent_at[lease]
+
+
+def joins_engine_queue(
+    joins: EngineQueueJoins,
+    view: TargetView,
+    now: float,
+    local: dict[int, int],
+    peers: PeerGauges,
+    last_reply_end: dict[int, float],
+) -> bool:
+    """Send into a full engine's own queue: its fresh scrape shows every slot running and no
+    lease of ours (`local`, nor a live peer's) took one of them, and under a slot's worth waits
+    in the engine."""
+    running = view.running
+    capacity = view.capacity
+    if running is None or capacity is None or running < capacity:
+        return False
+    target_id = view.target_id
+    scraped_at = view.last_fast_scrape_at
+    if not joins.queue_room(target_id, capacity, view.waiting, scraped_at):
+        return False  # a slot's worth queued in the engine: our waiters keep their choice
+    if local.get(target_id, 0) > joins.count(target_id):
+        return False  # a lease of ours holds a slot: its release frees one we see at once
+    if peers.reporting and peers.inflight(view.key, now) > 0:
+        return False  # a peer's lease may hold one: its report comes within 200 ms
+    ended_at = last_reply_end.get(target_id)
+    return ended_at is None or (scraped_at is not None and ended_at < scraped_at)

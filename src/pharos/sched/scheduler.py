@@ -7,31 +7,30 @@ between them), which the event loop makes atomic.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from pharos.clock import Clock
-from pharos.engine.types import Residency
 from pharos.policy import DEFAULT_CONFIG, POLICIES, Candidate, PolicyConfig, RouteReq
 from pharos.prefix import Match, PrefixOp
 from pharos.sched.candidates import (
-    FitsIfCold,
     Generations,
     build_candidates,
     index_of,
     unseen_requests,
     usable_views,
 )
-from pharos.sched.engine_joins import EngineQueueJoins
+from pharos.sched.engine_joins import EngineQueueJoins, joins_engine_queue
 from pharos.sched.fairqueue import FairQueue, Waiter
+from pharos.sched.fits import FitsIfCold, never_fits
 from pharos.sched.gauges import Gauges, PeerGauges
 from pharos.sched.held_affinity import KeyHomes, is_new_conversation
 from pharos.sched.lease import Lease
 from pharos.sched.prefills import PrefillsInFlight, prefill_estimate_s
 from pharos.sched.replies import with_reply_credited
 from pharos.sched.reply_learner import ReplyLearner
+from pharos.sched.side_calls import is_side_call
 from pharos.sched.types import (
     Feedback,
-    NeverFits,
     PrefixStore,
     QueueFull,
     QueueTimeout,
@@ -40,48 +39,12 @@ from pharos.sched.types import (
     Unavailable,
     UnknownModel,
 )
-from pharos.state.view import TargetView
 
-BYTES_PER_GIB = 1024**3  # memory_gb counts GiB
 DEFAULT_QUEUE_LIMIT = 1000
 DEFAULT_CAPACITY = 2
 DEFAULT_QUEUE_WAIT_S = 600.0
 """limits.queue_wait: long enough for a cold load of a large model (minutes), not forever."""
-SIDE_CALL_GAP_S = 1.0
-"""A request a key sends within this of its previous reply's end is a side call (Open WebUI's
-title and tags calls follow each turn within milliseconds; people think 5 s or more), when it
-is a single message (SIDE_CALL_MAX_LINKS). Only a side call is charged for the conversation it
-would push out of a slot (Candidate.evicts_tokens), and its own slot is not kept: it never
-comes back (issue 16)."""
-SIDE_CALL_MAX_LINKS = 1
-"""A side call is one message (Open WebUI 0.12.4's title, tags and follow-up calls are one user
-message). With one key for many people (`make scenario`'s anonymous key, one Open WebUI) other
-people's turns come within SIDE_CALL_GAP_S of a reply: real-equal, seeds 1-20, 1,495 of 4,101
-turns were judged side calls, charged for an idle engine's slots (8.16 s at seed 1, 162.8 s),
-and queued for the busy one (docs/routing-log.md, "A shared key's turns are no side calls")."""
 _TIMER_SLACK_S = 0.01  # the loop's timer may fire a hair before the clock reaches the bound
-
-
-def never_fits(model: str, views: Sequence[TargetView]) -> NeverFits | None:
-    """NeverFits when the model is cold and larger than every host's memory_gb: waiting would
-    never help (the demo's llama3.2:1b once waited forever on a host too small for it)."""
-    largest: int | None = None
-    size_bytes: int | None = None
-    for view in views:
-        if view.residency is not Residency.COLD:
-            return None  # loaded, loading or not reported: the engine holds it already
-        if view.size_bytes is None or view.memory_bytes is None:
-            return None
-        if view.size_bytes <= view.memory_bytes:
-            return None
-        size_bytes = view.size_bytes
-        largest = view.memory_bytes if largest is None else max(largest, view.memory_bytes)
-    if size_bytes is None or largest is None:
-        return None
-    return NeverFits(
-        f"model {model!r} is {size_bytes / BYTES_PER_GIB:.1f} GB and fits on no host serving "
-        f"it: the largest has {largest / BYTES_PER_GIB:.1f} GB (backends[].memory_gb)"
-    )
 
 
 class Scheduler:
@@ -180,11 +143,7 @@ class Scheduler:
         return granted
 
     def _is_side_call(self, key: str, sent_at: float, request: RouteRequest) -> bool:
-        ended_at = self._replies.reply_end_of_key.get(key)
-        if ended_at is None or sent_at - ended_at >= SIDE_CALL_GAP_S:
-            return False
-        chain = request.chain
-        return chain is None or len(chain.hashes) <= SIDE_CALL_MAX_LINKS
+        return is_side_call(self._replies.reply_end_of_key.get(key), sent_at, request)
 
     def _try(
         self,
@@ -286,7 +245,9 @@ class Scheduler:
             return None, any_free
         index = index_of(candidates, decision.target_id)
         view = usable[index]
-        if decision.enqueue and not self._joins_engine_queue(view, now):
+        if decision.enqueue and not joins_engine_queue(
+            self._joins, view, now, self._local, self._peers, self._replies.last_reply_end
+        ):
             return None, any_free
         self._local[view.target_id] = self._local.get(view.target_id, 0) + 1
         self._keys[view.target_id] = view.key
@@ -326,25 +287,6 @@ class Scheduler:
             ),
         )
         return lease, True
-
-    def _joins_engine_queue(self, view: TargetView, now: float) -> bool:
-        """Send into a full engine's own queue (sched/engine_joins.py): its fresh scrape shows
-        every slot running and no lease of ours (nor a live peer's) took one of them, and under
-        a slot's worth waits in the engine."""
-        running = view.running
-        capacity = view.capacity
-        if running is None or capacity is None or running < capacity:
-            return False
-        target_id = view.target_id
-        scraped_at = view.last_fast_scrape_at
-        if not self._joins.queue_room(target_id, capacity, view.waiting, scraped_at):
-            return False  # a slot's worth queued in the engine: our waiters keep their choice
-        if self._local.get(target_id, 0) > self._joins.count(target_id):
-            return False  # a lease of ours holds a slot: its release frees one we see at once
-        if self._peers.reporting and self._peers.inflight(view.key, now) > 0:
-            return False  # a peer's lease may hold one: its report comes within 200 ms
-        ended_at = self._replies.last_reply_end.get(target_id)
-        return ended_at is None or (scraped_at is not None and ended_at < scraped_at)
 
     # ---- the queue ------------------------------------------------------------------------
 

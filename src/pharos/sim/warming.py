@@ -28,7 +28,8 @@ from pharos.clock import Clock
 from pharos.engine.types import Residency
 from pharos.policy import DEFAULT_CONFIG, Candidate, PolicyConfig
 from pharos.policy.estimate import fallbacks
-from pharos.sched.candidates import FitsIfCold, build_candidates, usable_views
+from pharos.sched.candidates import build_candidates, usable_views
+from pharos.sched.fits import FitsIfCold
 from pharos.sched.lease import Lease
 from pharos.sched.scheduler import DEFAULT_CAPACITY, Scheduler
 from pharos.sched.types import Feedback, RouteRequest, TargetSource
