@@ -36,6 +36,9 @@ def test_sim_prints_one_row_per_policy(capsys: pytest.CaptureFixture[str]) -> No
         (["--seeds", "one"], "--seeds"),
         (["--duration", "0"], "--duration"),
         (["--tie-stream", "-1"], "--tie-stream"),
+        (["--tie-stream", "0,x"], "--tie-stream"),
+        (["--tie-stream", "1,1"], "--tie-stream"),
+        (["--tie-stream", ","], "--tie-stream"),
     ],
 )
 def test_bad_arguments_are_one_line_naming_the_flag(

@@ -11,11 +11,13 @@ from pharos.sim import (
     ALL_POLICIES,
     BASELINES,
     SCENARIOS,
+    across_streams,
     class_table,
     format_losses_by_baseline,
     losses_by_baseline,
+    lost_comparisons,
     moves,
-    simulate,
+    simulate_streams,
     table,
     ttft_cdf_svg,
     verdict,
@@ -59,11 +61,12 @@ def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--tie-stream",
-        type=int,
-        default=0,
+        default="0",
         help="another draw of the random seeds Pharos's requests break exact ties with (0: the "
-        "default); the workload and the baselines' runs stay the same, so re-running --verdict "
-        "on streams 1, 2, 3 shows how much of it is ties",
+        "default); the workload and the baselines' runs stay the same. Several, comma-separated "
+        "(0,1,2,3): Pharos's policies run on each, the baselines once, the tables and per-seed "
+        "lines are the first stream's, and --verdict counts the comparisons lost on every "
+        "stream apart from those lost on some only, which tie breaks decide",
     )
     parser.add_argument(
         "--verdict",
@@ -104,14 +107,24 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
     if args.duration is not None and not 0 < args.duration <= 86_400:
         err.write("pharos sim: --duration: a number of seconds from 1 to 86400\n")
         return 2
-    if args.tie_stream < 0:
-        err.write("pharos sim: --tie-stream: a stream number, 0 or more\n")
+    try:
+        streams = [int(k) for k in _split(args.tie_stream)]
+    except ValueError:
+        streams = []
+    if not streams or min(streams) < 0 or len(set(streams)) < len(streams):
+        err.write(
+            f"pharos sim: --tie-stream: {args.tie_stream!r} is not a stream number (0 or more) "
+            "or a comma-separated list of different ones\n"
+        )
         return 2
     if args.moves and not {"cost", "sticky"} <= set(policies):
         err.write("pharos sim: --moves compares cost with sticky: give both in --policies\n")
         return 2
     losses = 0
     lost_to: dict[str, tuple[int, ...]] = {}  # per baseline alone, over every scenario
+    stream_list = ",".join(map(str, streams))
+    per_stream_losses = [0] * len(streams)
+    every_stream = some_streams = 0
     for name in names:
         scenario = SCENARIOS[name]
         if args.duration is not None:
@@ -120,15 +133,15 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
             out.write(f"== {name}: skipped, no ShareGPT data at {dataset_path()}\n\n")
             continue
         try:
-            results = [
-                simulate(scenario, p, s, tie_stream=args.tie_stream)
-                for p in policies
-                for s in seeds
-            ]
+            runs = simulate_streams(scenario, policies, seeds, streams)
         except DatasetMissing as missing:
             err.write(f"pharos sim: --scenario {name}: {missing}\n")
             return 2
-        stream = f", tie stream {args.tie_stream}" if args.tie_stream else ""
+        results = runs[0]
+        if len(streams) > 1:
+            stream = f", tie streams {stream_list} (tables: {streams[0]})"
+        else:
+            stream = f", tie stream {streams[0]}" if streams[0] else ""
         heading = f"== {name}: {scenario.about}; {scenario.duration_s:.0f} s"
         out.write(f"{heading}, seeds {args.seeds}{stream}\n")
         out.write(table(results) + "\n\nTTFT by request class (seeds pooled):\n")
@@ -149,6 +162,21 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
                 lost_to[baseline] = tuple(a + b for a, b in zip(before, counts, strict=True))
             lines += "\nseeds lost to each baseline alone (hit / p50 / p95): "
             lines += format_losses_by_baseline(alone)
+            if len(streams) > 1:
+                lost_sets = [
+                    lost_comparisons(run, "cost", baselines, strictly_beats=strictly)
+                    for run in runs
+                ]
+                every, some = across_streams(lost_sets)
+                every_stream += every
+                some_streams += some
+                for i, lost_set in enumerate(lost_sets):
+                    per_stream_losses[i] += len(lost_set)
+                per_stream = " / ".join(str(len(lost_set)) for lost_set in lost_sets)
+                lines += (
+                    f"\ntie streams {stream_list}: loses {per_stream} comparisons; "
+                    f"{every} on every stream, {some} on some only (tie breaks)"
+                )
             if scenario.engines_differ and strictly is None:
                 lines += "\n(its engines differ: cost against sticky is not judged, no sticky run)"
             out.write(f"verdict:\n{lines}\n\n")
@@ -165,5 +193,14 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
                 "seeds lost to each baseline alone, every scenario (hit / p50 / p95): "
                 f"{format_losses_by_baseline(lost_to)}\n"
             )
-        out.write(f"verdict over every scenario: cost loses {losses} comparisons\n")
+        if len(streams) > 1:
+            per_stream = " / ".join(map(str, per_stream_losses))
+            losses = sum(per_stream_losses)
+            out.write(
+                f"verdict over every scenario, tie streams {stream_list}: cost "
+                f"loses {per_stream} comparisons; {every_stream} on every stream, "
+                f"{some_streams} on some only (tie breaks)\n"
+            )
+        else:
+            out.write(f"verdict over every scenario: cost loses {losses} comparisons\n")
     return 1 if losses else 0

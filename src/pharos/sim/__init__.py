@@ -3,15 +3,17 @@ against simulated engines on virtual time, beside the baseline routers it must b
 
 from pharos.sim.plot import ttft_cdf_svg
 from pharos.sim.report import (
+    across_streams,
     class_table,
     format_losses_by_baseline,
     losses_by_baseline,
+    lost_comparisons,
     moves,
     table,
     verdict,
 )
 from pharos.sim.routers import BASELINES, PHAROS_POLICIES
-from pharos.sim.run import Result, Sample, Scenario, simulate
+from pharos.sim.run import Result, Sample, Scenario, simulate, simulate_streams
 from pharos.sim.scenarios import SCENARIOS
 
 ALL_POLICIES = (*PHAROS_POLICIES, *BASELINES)
@@ -24,11 +26,14 @@ __all__ = [
     "Result",
     "Sample",
     "Scenario",
+    "across_streams",
     "class_table",
     "format_losses_by_baseline",
     "losses_by_baseline",
+    "lost_comparisons",
     "moves",
     "simulate",
+    "simulate_streams",
     "table",
     "ttft_cdf_svg",
     "verdict",

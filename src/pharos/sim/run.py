@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from pharos.sim import clipped, sharegpt
 from pharos.sim.engines import HostSpec, SimEngine
-from pharos.sim.routers import PharosRouter, make_router
+from pharos.sim.routers import BASELINES, PharosRouter, make_router
 from pharos.sim.traces import THINK_S, Mix, Session, build_request, build_side_request, sessions
 from pharos.sim.vloop import VirtualClock, VirtualTimeLoop, run_virtual
 
@@ -245,3 +245,21 @@ def simulate(scenario: Scenario, policy: str, seed: int, tie_stream: int = 0) ->
     policy unchanged, streams 0-3 lost 155 / 159 / 180 / 159 `--verdict` comparisons over seeds
     1-20 (README, "How much of the verdict is ties")."""
     return run_virtual(_simulate(scenario, policy, seed, tie_stream))
+
+
+def simulate_streams(
+    scenario: Scenario, policies: Sequence[str], seeds: Sequence[int], streams: Sequence[int]
+) -> list[list[Result]]:
+    """Per tie stream, every policy's run on every seed, in that order. A baseline breaks no
+    ties by the stream (tests/sim/test_tie_stream.py): it runs once and serves every stream."""
+    baseline_runs = {
+        (p, s): simulate(scenario, p, s) for p in policies if p in BASELINES for s in seeds
+    }
+    return [
+        [
+            baseline_runs[(p, s)] if p in BASELINES else simulate(scenario, p, s, tie_stream=k)
+            for p in policies
+            for s in seeds
+        ]
+        for k in streams
+    ]
