@@ -117,6 +117,8 @@ def _judge(
     baselines: Sequence[str],
     strictly_beats: str | None,
 ) -> Judged:
+    """Every comparison `verdict` prints and counts, per seed: one pass that both the printed
+    verdict and the set compared across tie streams (lost_comparisons) read."""
     seeds = sorted({r.seed for r in results})
     by_key = {(r.policy, r.seed): r for r in results}
     judged: Judged = []
