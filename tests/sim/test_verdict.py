@@ -3,7 +3,15 @@
 import pytest
 
 from pharos.cmd.main import main
-from pharos.sim import Result, Sample, format_losses_by_baseline, losses_by_baseline, verdict
+from pharos.sim import (
+    Result,
+    Sample,
+    format_judged_alike,
+    format_losses_by_baseline,
+    judged_alike,
+    losses_by_baseline,
+    verdict,
+)
 
 
 def run(policy: str, seed: int, ttfts_s: list[float], cached_tokens: int) -> Result:
@@ -81,3 +89,31 @@ def test_the_verdict_flag_says_which_baseline_each_loss_is_to(
     assert alone[0].endswith(alone[1].rsplit(": ", 1)[1])  # one scenario: the same counts
     assert "round-robin " in alone[0] and "sticky " in alone[0]
     assert out[-1].startswith("verdict over every scenario: cost loses ")
+
+
+def test_every_router_judged_alike_counts_what_it_loses_to_the_best_of_the_others() -> None:
+    # RESULTS above, each router against the best of the other two on each seed:
+    # cost         seed 2 loses hit (sticky), p50 and p95 (cache-aware)             -> 3
+    # sticky       seed 1 loses hit (cost), p50 and p95 (both at 1 s); seed 2 p50, p95 -> 5
+    # cache-aware  seed 1 loses hit (cost; p50 and p95 tie at 1 s); seed 2 hit (sticky) -> 2
+    lost = judged_alike(RESULTS, ["cost", "sticky", "cache-aware"])
+    assert lost == {"cost": 3, "sticky": 5, "cache-aware": 2}
+    assert lost["cost"] == verdict(RESULTS, "cost", ["sticky", "cache-aware"])[1]
+    assert format_judged_alike(lost) == "cost 3, sticky 5, cache-aware 2"
+
+
+def test_the_verdict_flag_judges_every_router_alike_per_scenario_and_over_all(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = ["sim", "-s", "chat,hetero", "--policies", "cost,round-robin,sticky", "--seeds", "1,2"]
+    main([*argv, "--duration", "120", "--verdict"])
+    out = capsys.readouterr().out.splitlines()
+    alike = [line for line in out if line.startswith("every router judged as cost is")]
+    assert len(alike) == 3  # chat's, hetero's, then the sum over both
+    counts = [dict(c.rsplit(" ", 1) for c in line.rsplit(": ", 1)[1].split(", ")) for line in alike]
+    assert [list(c) for c in counts] == [["cost", "round-robin", "sticky"]] * 3
+    for policy in ("cost", "round-robin", "sticky"):
+        assert int(counts[2][policy]) == int(counts[0][policy]) + int(counts[1][policy])
+    # chat's engines are equal, so the verdict holds cost to no more than the others are held to
+    chat_verdict = next(line for line in out if line.startswith("cost against the best"))
+    assert chat_verdict.split("loses ")[1].split()[0] == counts[0]["cost"]

@@ -13,7 +13,9 @@ from pharos.sim import (
     SCENARIOS,
     across_streams,
     class_table,
+    format_judged_alike,
     format_losses_by_baseline,
+    judged_alike,
     losses_by_baseline,
     lost_comparisons,
     moves,
@@ -30,6 +32,11 @@ SIM_DESCRIPTION = (
     "and through baseline routers, and print what each achieved: prompt-cache hit ratio "
     "(cached / prompt tokens), model loads, TTFT p50/p95/p99 in seconds, fairness across "
     "keys (Jain's index, 1 = equal) and turns served. Figures per seed, `a / b / c`."
+)
+
+ALIKE = (
+    "every router judged as cost is, against the best of the others (comparisons lost, three "
+    "a seed: hit, p50, p95)"
 )
 
 
@@ -73,7 +80,9 @@ def add_sim_arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="after each scenario, say per seed whether cost is at least as good as the best "
         "baseline run on hit ratio, TTFT p50 and p95 and, where the engines differ in speed or "
-        "load, strictly better than sticky on p50 and p95; exit 1 if it loses any",
+        "load, strictly better than sticky on p50 and p95; exit 1 if it loses any. Then each "
+        "router judged the same way against the best of the others (without the sticky "
+        "rule), which says how hard that bar is",
     )
 
 
@@ -122,6 +131,7 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
         return 2
     losses = 0
     lost_to: dict[str, tuple[int, ...]] = {}  # per baseline alone, over every scenario
+    alike_total: dict[str, int] = {}  # every router judged as cost is, over every scenario
     stream_list = ",".join(map(str, streams))
     per_stream_losses = [0] * len(streams)
     every_stream = some_streams = 0
@@ -162,6 +172,10 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
                 lost_to[baseline] = tuple(a + b for a, b in zip(before, counts, strict=True))
             lines += "\nseeds lost to each baseline alone (hit / p50 / p95): "
             lines += format_losses_by_baseline(alone)
+            alike = judged_alike(results, ["cost", *baselines])
+            for policy, count in alike.items():
+                alike_total[policy] = alike_total.get(policy, 0) + count
+            lines += f"\n{ALIKE}: {format_judged_alike(alike)}"
             if len(streams) > 1:
                 lost_sets = [
                     lost_comparisons(run, "cost", baselines, strictly_beats=strictly)
@@ -192,6 +206,7 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
             out.write(
                 "seeds lost to each baseline alone, every scenario (hit / p50 / p95): "
                 f"{format_losses_by_baseline(lost_to)}\n"
+                f"{ALIKE}, every scenario: {format_judged_alike(alike_total)}\n"
             )
         if len(streams) > 1:
             per_stream = " / ".join(map(str, per_stream_losses))
