@@ -11,20 +11,14 @@ from pharos.sim import (
     ALL_POLICIES,
     BASELINES,
     SCENARIOS,
-    across_streams,
     class_table,
-    format_judged_alike,
-    format_losses_by_baseline,
-    judged_alike,
-    losses_by_baseline,
-    lost_comparisons,
     moves,
     simulate_streams,
     table,
     ttft_cdf_svg,
-    verdict,
 )
 from pharos.sim.sharegpt import DatasetMissing, dataset_path
+from pharos.sim.tally import VerdictTally
 
 SIM_DESCRIPTION = (
     "Replay seeded multi-user workloads against simulated engines (slots, prompt caches, "
@@ -32,11 +26,6 @@ SIM_DESCRIPTION = (
     "and through baseline routers, and print what each achieved: prompt-cache hit ratio "
     "(cached / prompt tokens), model loads, TTFT p50/p95/p99 in seconds, fairness across "
     "keys (Jain's index, 1 = equal) and turns served. Figures per seed, `a / b / c`."
-)
-
-ALIKE = (
-    "every router judged as cost is, against the best of the others (comparisons lost, three "
-    "a seed: hit, p50, p95)"
 )
 
 
@@ -129,12 +118,8 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
     if args.moves and not {"cost", "sticky"} <= set(policies):
         err.write("pharos sim: --moves compares cost with sticky: give both in --policies\n")
         return 2
-    losses = 0
-    lost_to: dict[str, tuple[int, ...]] = {}  # per baseline alone, over every scenario
-    alike_total: dict[str, int] = {}  # every router judged as cost is, over every scenario
+    tally = VerdictTally(streams)
     stream_list = ",".join(map(str, streams))
-    per_stream_losses = [0] * len(streams)
-    every_stream = some_streams = 0
     for name in names:
         scenario = SCENARIOS[name]
         if args.duration is not None:
@@ -164,35 +149,9 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
                 )
                 return 2
             strictly = "sticky" if scenario.engines_differ and "sticky" in baselines else None
-            lines, lost = verdict(results, "cost", baselines, strictly_beats=strictly)
-            losses += lost
-            alone = losses_by_baseline(results, "cost", baselines)
-            for baseline, counts in alone.items():
-                before = lost_to.get(baseline, (0,) * len(counts))
-                lost_to[baseline] = tuple(a + b for a, b in zip(before, counts, strict=True))
-            lines += "\nseeds lost to each baseline alone (hit / p50 / p95): "
-            lines += format_losses_by_baseline(alone)
-            alike = judged_alike(results, ["cost", *baselines])
-            for policy, count in alike.items():
-                alike_total[policy] = alike_total.get(policy, 0) + count
-            lines += f"\n{ALIKE}: {format_judged_alike(alike)}"
-            if len(streams) > 1:
-                lost_sets = [
-                    lost_comparisons(run, "cost", baselines, strictly_beats=strictly)
-                    for run in runs
-                ]
-                every, some = across_streams(lost_sets)
-                every_stream += every
-                some_streams += some
-                for i, lost_set in enumerate(lost_sets):
-                    per_stream_losses[i] += len(lost_set)
-                per_stream = " / ".join(str(len(lost_set)) for lost_set in lost_sets)
-                lines += (
-                    f"\ntie streams {stream_list}: loses {per_stream} comparisons; "
-                    f"{every} on every stream, {some} on some only (tie breaks)"
-                )
-            if scenario.engines_differ and strictly is None:
-                lines += "\n(its engines differ: cost against sticky is not judged, no sticky run)"
+            lines = tally.add(
+                runs, baselines, strictly_beats=strictly, engines_differ=scenario.engines_differ
+            )
             out.write(f"verdict:\n{lines}\n\n")
         if args.moves:
             out.write(f"moves:\n{moves(results, 'cost', 'sticky')}\n\n")
@@ -202,20 +161,6 @@ def run_sim(args: argparse.Namespace, out: TextIO | None = None, err: TextIO | N
             path.write_text(ttft_cdf_svg(results, f"{name}: {scenario.about}"))
             out.write(f"plot: {path}\n\n")
     if args.verdict:
-        if lost_to:
-            out.write(
-                "seeds lost to each baseline alone, every scenario (hit / p50 / p95): "
-                f"{format_losses_by_baseline(lost_to)}\n"
-                f"{ALIKE}, every scenario: {format_judged_alike(alike_total)}\n"
-            )
-        if len(streams) > 1:
-            per_stream = " / ".join(map(str, per_stream_losses))
-            losses = sum(per_stream_losses)
-            out.write(
-                f"verdict over every scenario, tie streams {stream_list}: cost "
-                f"loses {per_stream} comparisons; {every_stream} on every stream, "
-                f"{some_streams} on some only (tie breaks)\n"
-            )
-        else:
-            out.write(f"verdict over every scenario: cost loses {losses} comparisons\n")
-    return 1 if losses else 0
+        out.write(tally.summary())
+        return 1 if tally.losses else 0
+    return 0
