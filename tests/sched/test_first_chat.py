@@ -15,7 +15,7 @@ from pharos.clock import FakeClock
 from pharos.policy import DEFAULT_CONFIG
 from pharos.sched import Lease, RouteRequest, Scheduler
 from pharos.sched.candidates import unseen_requests
-from pharos.sched.held_affinity import KeyHomes
+from pharos.sched.held_affinity import AFFINITY_WINDOW_S, KeyHomes, UnseenPeaks
 from tests.sched.fakes import FakeTargets, make_view, ok
 from tests.sched.test_held_affinity import chain_of, fresh, sched_with
 
@@ -96,4 +96,48 @@ async def test_requests_pharos_doesnt_see_count_as_people(
     await _chat_on(sched, clock, "ann", 1, 2)
     ben = await sched.acquire("ben", 1, RouteRequest("m", 600, fresh(2), 2))
     assert ben.target.target_id == 2  # 2 people on 1 against 1 on 2
+    ben.release(ok())
+
+
+# the engine-reported requests beyond ours seen on target 7, as (seconds, count), then when
+# asked: the people they count as (None: none)
+PEAK_CASES = [
+    ([], 0.0, None),  # never seen
+    ([(0.0, 1)], 0.0, 1),
+    ([(0.0, 1)], AFFINITY_WINDOW_S, 1),  # still within the window
+    ([(0.0, 1)], AFFINITY_WINDOW_S + 1, None),  # aged out, as a person's latest chat does
+    ([(0.0, 2), (10.0, 1)], 20.0, 2),  # the peak within the window, not the latest count
+    ([(0.0, 2), (10.0, 1)], AFFINITY_WINDOW_S + 5, None),  # the peak aged out; 1 was not kept
+    ([(0.0, 2), (AFFINITY_WINDOW_S + 5, 1)], AFFINITY_WINDOW_S + 6, 1),  # a new count after it
+    ([(0.0, 1), (100.0, 1)], AFFINITY_WINDOW_S + 50, 1),  # seen again: the window restarts
+]
+
+
+@pytest.mark.parametrize(("seen", "asked_at", "people"), PEAK_CASES)
+def test_unseen_traffic_counts_by_its_peak_over_the_window(
+    seen: list[tuple[float, int]], asked_at: float, people: int | None
+) -> None:
+    peaks = UnseenPeaks(AFFINITY_WINDOW_S)
+    for at, count in seen:
+        peaks.observe({7: count}, at)
+    assert peaks.people(asked_at).get(7) == people
+
+
+async def test_unseen_traffic_between_its_requests_still_counts_as_people(
+    targets: FakeTargets, clock: FakeClock
+) -> None:
+    """A client Pharos doesn't see ran two requests on target 1 when ann arrived, and none
+    when ben did, 4 s later (between its requests): the engine's counts at that moment say
+    target 1 is empty. ben's first chat still goes where fewer people are, ann's target 2."""
+    targets.add(make_view(1, running=2, waiting=0, last_fast_scrape_at=0.0))
+    targets.add(make_view(2))
+    sched = sched_with(targets, clock)
+    ann = await sched.acquire("ann", 1, RouteRequest("m", 600, fresh(1), 1))
+    assert ann.target.target_id == 2  # target 1 full
+    clock.advance(2.0)
+    ann.release(ok(prompt_tokens=600, cached_tokens=0))
+    clock.advance(2.0)
+    targets.update(1, running=0, last_fast_scrape_at=clock.now())
+    ben = await sched.acquire("ben", 1, RouteRequest("m", 600, fresh(2), 2))
+    assert ben.target.target_id == 2  # 2 people on 1 (its peak) against ann on 2
     ben.release(ok())

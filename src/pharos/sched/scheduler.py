@@ -23,7 +23,7 @@ from pharos.sched.engine_joins import EngineQueueJoins, joins_engine_queue
 from pharos.sched.fairqueue import FairQueue, Waiter
 from pharos.sched.fits import FitsIfCold, never_fits
 from pharos.sched.gauges import Gauges, PeerGauges
-from pharos.sched.held_affinity import KeyHomes, is_new_conversation
+from pharos.sched.held_affinity import KeyHomes, UnseenPeaks, is_new_conversation
 from pharos.sched.lease import Lease
 from pharos.sched.prefills import PrefillsInFlight, prefill_estimate_s
 from pharos.sched.replies import with_reply_credited
@@ -82,6 +82,7 @@ class Scheduler:
         self._local: dict[int, int] = {}  # target id -> our leases
         self._keys: dict[int, str] = {}  # target id -> target key, for export
         self._homes = KeyHomes()
+        self._unseen = UnseenPeaks()
         self._replies = ReplyLearner(targets, prefix, clock, self._homes, on_prefix_op)
         self._candidates: dict[str, list[Candidate]] = {}  # per model: the last pick's, reused
         self._peers = PeerGauges()
@@ -195,12 +196,12 @@ class Scheduler:
             peer_inflight = peers.inflight_by_key(now)
         if queued_since is not None:
             router_waiting -= 1
+        unseen = unseen_requests(usable, self._local, peer_inflight, self._replies.last_reply_end)
+        if unseen:
+            self._unseen.observe(unseen, now)
         if first_chat:
             conversations = self._homes.people(now)
-            unseen = unseen_requests(
-                usable, self._local, peer_inflight, self._replies.last_reply_end
-            )
-            for target_id, requests in unseen.items():
+            for target_id, requests in self._unseen.people(now).items():
                 conversations[target_id] = conversations.get(target_id, 0) + requests
         replies = self._replies
         fits_of = FitsIfCold(
