@@ -188,7 +188,9 @@ class UnseenPeaks:
     went there. Seeds 1-20, tie streams 0-3, comparisons lost: 982 -> 957, lost on every stream
     147 -> 142; noisy 107 -> 103, sharegpt-noisy 163 -> 156, real-bypass-keys 113 -> 99 (the
     three scenarios with unseen traffic and a key per user; docs/routing-log.md, "Traffic
-    Pharos doesn't see counts by its peak")."""
+    Pharos doesn't see counts by its peak"). Observing on every pick costs 0.4 us at 2 targets
+    and 4.6 us at 64 a third of which report unseen requests (bench_sched's acquire-release-64
+    p50 22.5 -> 26.8 us)."""
 
     __slots__ = ("_peaks", "_window_s")
 
