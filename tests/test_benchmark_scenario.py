@@ -86,3 +86,11 @@ def test_every_policy_is_given_the_turns_an_instant_fleet_would_see_sent_in_the_
         users=3, bypass=True, models=("m",), duration_s=2 * duration_s, seed=2, think_scale=0.5
     )
     assert sum(len(c.turns) for c in longer) > sum(len(c.turns) for c in convs)
+
+
+def test_a_duration_too_short_for_any_turn_says_so_instead_of_a_traceback() -> None:
+    """Found writing the pooled test: `--duration 3 --users 1` plans no turn (the user's
+    first think time is longer), and the fleet's header line raised on max() of nothing."""
+    done = _scenario("--fleet", "fake", "--duration", "0.5", "--users", "1")
+    assert done.returncode == 2, done.stdout[-2000:]
+    assert "--duration" in done.stderr and "Traceback" not in done.stderr, done.stderr

@@ -5,7 +5,7 @@ fleet prints one Markdown table. Needs the live tests' engines in ~/.cache/pharo
 `bash scripts/engines/install-all.sh` (make live runs it). Reports, never asserts.
 
     make scenario                                         # equal engines, 4 policies, 100 s each
-    make scenario ARGS="--fleet bypass,speed,models --repeat 2"
+    make scenario ARGS="--fleet bypass,speed,models --repeat 2"   # and the runs pooled
     PYTHONPATH=/work/wt/sim/src:. .venv/bin/python -m benchmarks.scenario \\
         --policies pharos-cost,pharos-least-load          # another checkout's policy
 """
@@ -23,6 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from benchmarks.scenario import pooled
+from benchmarks.scenario.client import TurnResult
 from benchmarks.scenario.conversations import SOURCES, SourceMissing, conversations
 from benchmarks.scenario.fleets import FLEETS, check_installed
 from benchmarks.scenario.policies import POLICIES, PolicyRun, run_policy
@@ -30,6 +32,10 @@ from benchmarks.scenario.report import table
 from tests.live.engines import EngineMissing
 
 import pharos
+
+
+class NothingPlanned(Exception):
+    """The duration is too short for any user to send a turn."""
 
 
 def _names(text: str, known: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -127,6 +133,11 @@ async def _fleet(args: argparse.Namespace, name: str, log_dir: Path) -> None:
         source=args.sessions,
         think_scale=args.think_scale,
     )
+    if not any(conv.turns for conv in convs if not conv.bypasses_router):
+        raise NothingPlanned(
+            f"no user sends a turn within --duration {args.duration:g} s (a user's first "
+            f"think time alone can be longer); give a longer --duration"
+        )
     print(
         f"\n### fleet {name}: {fleet.about}\n"
         f"{os.cpu_count()} cores; {args.users} users back to back, {args.sessions} sessions "
@@ -137,6 +148,7 @@ async def _fleet(args: argparse.Namespace, name: str, log_dir: Path) -> None:
         f"pharos from {Path(pharos.__file__).parent}",
         flush=True,
     )
+    runs_by_policy: dict[str, list[list[TurnResult]]] = {p: [] for p in args.policies}
     for repeat in range(args.repeat):
         order = args.policies if repeat % 2 == 0 else tuple(reversed(args.policies))
         runs = []
@@ -154,10 +166,13 @@ async def _fleet(args: argparse.Namespace, name: str, log_dir: Path) -> None:
                 key_per_user=args.key_per_user,
             )
             runs.append(run)
+            runs_by_policy[policy].append(list(run.turns))
             if args.out is not None:
                 _write_turns(args.out, name, repeat, run)
         stamp = time.strftime("%H:%M UTC", time.gmtime())
         print(f"\nrun {repeat + 1} (ended {stamp}):\n{table(runs)}", flush=True)
+    if args.repeat > 1:
+        print(f"\n{args.repeat} runs pooled:\n{pooled.table(runs_by_policy)}", flush=True)
 
 
 def _stop_on_sigterm(_signum: int, _frame: object) -> None:
@@ -183,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for name in args.fleet:
                 asyncio.run(_fleet(args, name, log_dir))
+        except NothingPlanned as err:
+            print(f"scenario: {err}", file=sys.stderr)
+            return 2
         except KeyboardInterrupt:
             print("scenario: interrupted; every engine it started is stopped", file=sys.stderr)
             return 130

@@ -62,20 +62,35 @@ def moved_follow_ups(turns: Iterable[TurnResult]) -> tuple[int, int]:
     return moved, known
 
 
+def counted(turns: Iterable[TurnResult]) -> list[TurnResult]:
+    """The turns a policy is judged on: every user's, not the bypassing client's."""
+    return [t for t in turns if not t.bypassed]
+
+
+def ttfts_s(turns: Iterable[TurnResult]) -> list[float]:
+    """The served turns' TTFTs, sorted."""
+    return sorted(t.reply.ttft_s for t in turns if t.reply is not None)
+
+
+def hit_ratio(turns: Iterable[TurnResult]) -> float | None:
+    """sum(cache_n) / sum(cache_n + prompt_n) over the turns whose timings came; None when
+    none did (unknown, never 0)."""
+    cached = prefilled = 0
+    for t in turns:
+        reply = t.reply
+        if reply is None or reply.cached_tokens is None or reply.prefilled_tokens is None:
+            continue
+        cached += reply.cached_tokens
+        prefilled += reply.prefilled_tokens
+    return cached / (cached + prefilled) if cached + prefilled else None
+
+
 def row(run: PolicyRun) -> tuple[str, ...]:
-    counted = [t for t in run.turns if not t.bypassed]
-    served = [t for t in counted if t.reply is not None]
-    failed = len(counted) - len(served)
-    ttfts = sorted(t.reply.ttft_s for t in served if t.reply is not None)
-    with_timings = [
-        t.reply
-        for t in served
-        if t.reply is not None
-        and t.reply.cached_tokens is not None
-        and t.reply.prefilled_tokens is not None
-    ]
-    cached = sum(r.cached_tokens or 0 for r in with_timings)
-    prefilled = sum(r.prefilled_tokens or 0 for r in with_timings)
+    judged = counted(run.turns)
+    served = [t for t in judged if t.reply is not None]
+    failed = len(judged) - len(served)
+    ttfts = ttfts_s(served)
+    hit = hit_ratio(served)
     moved, known = moved_follow_ups(served)
     waits = sorted(t.queue_wait_s for t in served if t.queue_wait_s is not None)
     queued = f"{statistics.median(waits):.1f} / {percentile(waits, 0.95):.1f} s" if waits else "-"
@@ -84,7 +99,7 @@ def row(run: PolicyRun) -> tuple[str, ...]:
         run.policy,
         f"{statistics.median(ttfts):.2f} s" if ttfts else "-",
         f"{percentile(ttfts, 0.95):.2f} s" if ttfts else "-",
-        f"{100 * cached / (cached + prefilled):.1f}%" if cached + prefilled else "unknown",
+        "unknown" if hit is None else f"{100 * hit:.1f}%",
         str(len(served)) + (f" ({failed} failed)" if failed else ""),
         per_engine,
         "/".join(prefill_speed(run.turns, e) for e in run.engines),
@@ -112,9 +127,12 @@ HEADER = (
 )
 
 
+def markdown(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
+    lines = ["| " + " | ".join(r) + " |" for r in (header, *rows)]
+    lines.insert(1, "|" + "---|" * len(header))
+    return "\n".join(lines)
+
+
 def table(runs: Iterable[PolicyRun]) -> str:
     """A Markdown table, one row per policy run, in the order they ran."""
-    rows = [HEADER, *(row(run) for run in runs)]
-    lines = ["| " + " | ".join(r) + " |" for r in rows]
-    lines.insert(1, "|" + "---|" * len(HEADER))
-    return "\n".join(lines)
+    return markdown(HEADER, (row(run) for run in runs))
