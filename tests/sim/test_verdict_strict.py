@@ -54,6 +54,7 @@ def test_the_scenarios_that_ask_cost_to_beat_sticky_are_those_whose_engines_diff
         "real-bypass",
         "real-bypass-keys",
         "real-speed",
+        "real-speed-keys",
         "sharegpt-hetero",
         "sharegpt-noisy",
     ]

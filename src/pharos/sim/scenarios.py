@@ -41,6 +41,7 @@ def _ollama(name: str) -> HostSpec:
 
 
 _EQUAL = (_cpu("e0"), _cpu("e1"))
+_SPEED = (_cpu("e0", 246 / 170), _cpu("e1", 136 / 170))
 
 
 def _real(
@@ -155,7 +156,7 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 "real-speed",
                 "as real-equal on the speed fleet: e0 prefilled 246 tok/s on 2 threads, e1 136 "
                 "on 1 (the README's quieter run)",
-                (_cpu("e0", 246 / 170), _cpu("e1", 136 / 170)),
+                _SPEED,
                 engines_differ=True,
             ),
             Scenario(
@@ -191,6 +192,13 @@ SCENARIOS: Mapping[str, Scenario] = MappingProxyType(
                 "as real-bypass with one API key per user",
                 _EQUAL,
                 bypass=True,
+                shared_key=False,
+            ),
+            _real(
+                "real-speed-keys",
+                "as real-speed with one API key per user",
+                _SPEED,
+                engines_differ=True,
                 shared_key=False,
             ),
         )
