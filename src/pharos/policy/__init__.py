@@ -16,6 +16,7 @@ PURE_REASON = _load.choose(os.path.dirname(__file__))
 
 from pharos.policy import cost as _cost  # noqa: E402  (after the build choice above)
 from pharos.policy.cost import pick  # noqa: E402
+from pharos.policy.explain import waited_reason  # noqa: E402
 from pharos.policy.least_load import pick_least_load  # noqa: E402
 from pharos.policy.types import (  # noqa: E402
     DEFAULT_CONFIG,
@@ -51,4 +52,5 @@ __all__ = [
     "Why",
     "pick",
     "pick_least_load",
+    "waited_reason",
 ]

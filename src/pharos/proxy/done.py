@@ -9,7 +9,7 @@ from __future__ import annotations
 import msgspec
 
 from pharos.engine.usage import Usage
-from pharos.policy import Decision
+from pharos.policy import Decision, waited_reason
 
 
 class RequestRecord(msgspec.Struct):
@@ -26,6 +26,7 @@ class RequestRecord(msgspec.Struct):
     target_key: str | None = None
     backend_url: str | None = None
     decision: Decision | None = None  # the last lease's; its reason is built at finish()
+    queued_for: Decision | None = None  # the last lease's, if it queued: the decision it queued by
     overhead_s: float | None = None
     queue_wait_s: float | None = None
     ttft_s: float | None = None
@@ -55,6 +56,7 @@ class RequestDone(msgspec.Struct, frozen=True, gc=False):
     target_key: str | None
     backend_url: str | None
     decision: Decision | None  # the last lease's, for `reason`
+    queued_for: Decision | None  # the decision it queued by, if it did: for `reason` too
     overhead_s: float | None
     queue_wait_s: float | None
     ttft_s: float | None
@@ -70,7 +72,12 @@ class RequestDone(msgspec.Struct, frozen=True, gc=False):
     def reason(self) -> str:
         """Why the target was picked (`warm, 1.2k cached tok, est 0.4s vs 3.1s (cold)`), "" when
         no target was."""
-        return "" if self.decision is None else self.decision.reason
+        if self.decision is None:
+            return ""
+        granted = self.decision.reason
+        if self.queued_for is None or self.queue_wait_s is None:
+            return granted
+        return waited_reason(granted, self.queued_for.reason, self.queue_wait_s)
 
 
 def finish(record: RequestRecord, status: int, now_s: float, wall_s: float) -> RequestDone:
@@ -85,6 +92,7 @@ def finish(record: RequestRecord, status: int, now_s: float, wall_s: float) -> R
         target_key=record.target_key,
         backend_url=record.backend_url,
         decision=record.decision,
+        queued_for=record.queued_for,
         overhead_s=record.overhead_s,
         queue_wait_s=record.queue_wait_s,
         ttft_s=record.ttft_s,

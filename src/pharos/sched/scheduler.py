@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Callable
 
 from pharos.clock import Clock
-from pharos.policy import DEFAULT_CONFIG, POLICIES, Candidate, PolicyConfig, RouteReq
+from pharos.policy import DEFAULT_CONFIG, POLICIES, Candidate, Decision, PolicyConfig, RouteReq
 from pharos.prefix import Match, PrefixOp
 from pharos.sched.candidates import (
     Generations,
@@ -88,7 +88,8 @@ class Scheduler:
         self._peers = PeerGauges()
         self._prefills = PrefillsInFlight()
         self._joins = EngineQueueJoins()
-        self._queue: FairQueue[RouteRequest] = FairQueue()
+        # a waiter's request and the decision it queued by (its reason says what was expected)
+        self._queue: FairQueue[tuple[RouteRequest, Decision | None]] = FairQueue()
         self._serving = False
         self._serve_again = False
         self._seq = 0
@@ -107,7 +108,7 @@ class Scheduler:
         side_call = self._is_side_call(key, now, request)
         if side_call:
             self._homes.side_call_from(key)
-        lease, _ = self._try(
+        lease, _, queued_by = self._try(
             request, now, key, queued_since=None, side_call=side_call, sent_as_side_call=side_call
         )
         if lease is not None:
@@ -116,8 +117,8 @@ class Scheduler:
             raise QueueFull(f"{len(self._queue)} requests are already waiting")
         future: asyncio.Future[object] = asyncio.get_running_loop().create_future()
         size = -1 if request.retry else request.prompt_tokens
-        waiter: Waiter[RouteRequest] = Waiter(
-            key, request.model, request, future, now, side_call, size
+        waiter: Waiter[tuple[RouteRequest, Decision | None]] = Waiter(
+            key, request.model, (request, queued_by), future, now, side_call, size
         )
         self._queue.push(waiter, weight, front=request.retry)
         expiry = now + self._queue_wait_s
@@ -155,8 +156,10 @@ class Scheduler:
         queued_since: float | None,
         side_call: bool = False,
         sent_as_side_call: bool = False,
-    ) -> tuple[Lease | None, bool]:
-        """Pick and, when the pick has a free slot, take it. Returns (lease, any slot free).
+        queued_by: Decision | None = None,
+    ) -> tuple[Lease | None, bool, Decision | None]:
+        """Pick and, when the pick has a free slot, take it. Returns (lease, any slot free, the
+        decision to wait when there is no lease).
 
         `side_call`: judged now (a waiter's by its enqueue time against its key's latest reply);
         `sent_as_side_call`: judged when the request arrived, what its release goes by.
@@ -243,13 +246,13 @@ class Scheduler:
             self._policy_config,
         )
         if decision.target_id is None:
-            return None, any_free
+            return None, any_free, decision
         index = index_of(candidates, decision.target_id)
         view = usable[index]
         if decision.enqueue and not joins_engine_queue(
             self._joins, view, now, self._local, self._peers, self._replies.last_reply_end
         ):
-            return None, any_free
+            return None, any_free, decision
         self._local[view.target_id] = self._local.get(view.target_id, 0) + 1
         self._keys[view.target_id] = view.key
         if not sent_as_side_call and key:
@@ -265,6 +268,7 @@ class Scheduler:
             queued_since is not None,
             key,
             sent_as_side_call,
+            queued_by,
         )
         chosen = candidates[index]
         if decision.enqueue:
@@ -275,7 +279,7 @@ class Scheduler:
         if ours_ahead_s > 0:
             replies.sent(lease, ours_ahead_s)
         if decision.enqueue:
-            return lease, True  # it waits in the engine's queue: no prefill of ours runs yet
+            return lease, True, None  # it waits in the engine's queue: no prefill of ours yet
         self._prefills.start(
             view.target_id,
             lease,
@@ -287,7 +291,7 @@ class Scheduler:
                 self._policy_config.default_prefill_s_per_token,
             ),
         )
-        return lease, True
+        return lease, True, None
 
     # ---- the queue ------------------------------------------------------------------------
 
@@ -335,14 +339,16 @@ class Scheduler:
         now = self._clock.now()
         blocked: set[str] = set()
         for waiter in self._queue.attempt_order(blocked, now):
+            request, queued_by = waiter.payload
             try:
-                lease, any_free = self._try(
-                    waiter.payload,
+                lease, any_free, _ = self._try(
+                    request,
                     now,
                     waiter.key,
                     queued_since=waiter.enqueued_at,
-                    side_call=self._is_side_call(waiter.key, waiter.enqueued_at, waiter.payload),
+                    side_call=self._is_side_call(waiter.key, waiter.enqueued_at, request),
                     sent_as_side_call=waiter.side_call,
+                    queued_by=queued_by,
                 )
             except (UnknownModel, Unavailable) as failure:
                 self._queue.remove(waiter)
