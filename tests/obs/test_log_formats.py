@@ -25,7 +25,7 @@ def a_done(**changes: object) -> RequestDone:
         "target_key": "http://127.0.0.1:8001 qwen2.5-0.5b",
         "backend_url": "http://127.0.0.1:8001",
         "decision": None,
-        "queued_for": None,
+        "queued_by": None,
         "overhead_s": 0.0004,
         "queue_wait_s": 0.0,
         "ttft_s": 0.00312345,

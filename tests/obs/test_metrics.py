@@ -344,7 +344,7 @@ def test_debug_line_quotes_client_strings_onto_one_line() -> None:
         target_key=None,
         backend_url=None,
         decision=None,
-        queued_for=None,
+        queued_by=None,
         overhead_s=None,
         queue_wait_s=None,
         ttft_s=None,

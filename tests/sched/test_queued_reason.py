@@ -24,7 +24,7 @@ async def test_a_waiter_keeps_the_decision_it_queued_by_and_an_immediate_lease_h
     # one slot, a 4 s service time: the second request expects the slot in 4 * 1/2 = 2 s
     targets.add(make_view(1, capacity=1, service_s=4.0))
     first = await sched.acquire("k", 1, req())
-    assert first.queued_for is None
+    assert first.queued_by is None
     task = asyncio.ensure_future(sched.acquire("k", 1, req()))
     await asyncio.sleep(0)
     assert not task.done()
@@ -33,8 +33,8 @@ async def test_a_waiter_keeps_the_decision_it_queued_by_and_an_immediate_lease_h
     await asyncio.sleep(0)
     second = task.result()
     assert second.queue_wait_s == 5.0
-    assert second.queued_for is not None
-    assert "wait 2.0s" in second.queued_for.reason
+    assert second.queued_by is not None
+    assert "wait 2.0s" in second.queued_by.reason
     assert "wait" not in second.decision.reason  # granted on a free slot: no wait left
 
 
@@ -65,7 +65,7 @@ def test_a_waited_requests_reason_says_how_long_it_queued_and_what_was_expected_
     for granted, arrival, waited_s, expected in CASES:
         record = RequestRecord(route="chat", started_s=0.0)
         record.decision = _decision(granted, enqueue=False)
-        record.queued_for = _decision(arrival, enqueue=True)
+        record.queued_by = _decision(arrival, enqueue=True)
         record.queue_wait_s = waited_s
         assert finish(record, 200, 1.0, 0.0).reason == expected
 

@@ -26,7 +26,7 @@ class RequestRecord(msgspec.Struct):
     target_key: str | None = None
     backend_url: str | None = None
     decision: Decision | None = None  # the last lease's; its reason is built at finish()
-    queued_for: Decision | None = None  # the last lease's, if it queued: the decision it queued by
+    queued_by: Decision | None = None  # the last lease's, if it queued: the decision it queued by
     overhead_s: float | None = None
     queue_wait_s: float | None = None
     ttft_s: float | None = None
@@ -56,7 +56,7 @@ class RequestDone(msgspec.Struct, frozen=True, gc=False):
     target_key: str | None
     backend_url: str | None
     decision: Decision | None  # the last lease's, for `reason`
-    queued_for: Decision | None  # the decision it queued by, if it did: for `reason` too
+    queued_by: Decision | None  # the decision it queued by, if it did: for `reason` too
     overhead_s: float | None
     queue_wait_s: float | None
     ttft_s: float | None
@@ -75,9 +75,9 @@ class RequestDone(msgspec.Struct, frozen=True, gc=False):
         if self.decision is None:
             return ""
         granted = self.decision.reason
-        if self.queued_for is None or self.queue_wait_s is None:
+        if self.queued_by is None or self.queue_wait_s is None:
             return granted
-        return waited_reason(granted, self.queued_for.reason, self.queue_wait_s)
+        return waited_reason(granted, self.queued_by.reason, self.queue_wait_s)
 
 
 def finish(record: RequestRecord, status: int, now_s: float, wall_s: float) -> RequestDone:
@@ -92,7 +92,7 @@ def finish(record: RequestRecord, status: int, now_s: float, wall_s: float) -> R
         target_key=record.target_key,
         backend_url=record.backend_url,
         decision=record.decision,
-        queued_for=record.queued_for,
+        queued_by=record.queued_by,
         overhead_s=record.overhead_s,
         queue_wait_s=record.queue_wait_s,
         ttft_s=record.ttft_s,

@@ -185,7 +185,7 @@ class Forwarder:
         record.target_key = lease.target.key
         record.backend_url = lease.target.backend_url
         record.decision = lease.decision  # its reason string (3-7 µs) is built after the reply
-        record.queued_for = lease.queued_for
+        record.queued_by = lease.queued_by
         record.queue_wait_s = lease.queue_wait_s
         record.prefix_source = (
             lease.predicted.source.name.lower() if lease.predicted is not None else None

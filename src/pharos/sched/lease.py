@@ -35,7 +35,7 @@ class Lease:
         "decision",
         "predicted",
         "queue_wait_s",
-        "queued_for",
+        "queued_by",
         "request",
         "side_call",
         "target",
@@ -54,7 +54,7 @@ class Lease:
         waited: bool,
         client_key: str = "",
         side_call: bool = True,
-        queued_for: Decision | None = None,
+        queued_by: Decision | None = None,
     ) -> None:
         self._on_release = on_release
         self._released = False
@@ -68,7 +68,7 @@ class Lease:
         self.waited = waited  # granted from the fair queue rather than at once
         self.client_key = client_key  # the API key that asked: its reply's end marks side calls
         self.side_call = side_call  # sent within SIDE_CALL_GAP_S of that key's last reply
-        self.queued_for = queued_for  # granted from the fair queue: the decision it queued by
+        self.queued_by = queued_by  # granted from the fair queue: the decision it queued by
 
     @property
     def route_outcome(self) -> str:
